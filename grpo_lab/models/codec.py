@@ -1,0 +1,46 @@
+"""Tokenizer contract shared by the built-in character tokenizer and Hugging Face tokenizers."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Codec(Protocol):
+    eos_id: int
+    pad_id: int
+    vocab_size: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+    def format_prompt(self, text: str) -> str:
+        """The prompt as the model expects it (chat template for instruct models)."""
+        ...
+
+
+class HFCodec:
+    """Wraps a transformers tokenizer; applies its chat template when it has one."""
+
+    def __init__(self, tokenizer, chat_template: bool = True, system: str | None = None):
+        self.tok = tokenizer
+        self.eos_id = int(tokenizer.eos_token_id)
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else self.eos_id)
+        self.vocab_size = len(tokenizer)
+        self.chat_template = chat_template and getattr(tokenizer, "chat_template", None) is not None
+        self.system = system
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tok.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tok.decode(ids, skip_special_tokens=True)
+
+    def format_prompt(self, text: str) -> str:
+        if not self.chat_template:
+            return text
+        messages = [{"role": "system", "content": self.system}] if self.system else []
+        messages.append({"role": "user", "content": text})
+        return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
