@@ -25,7 +25,12 @@ class HFCodec:
 
     def __init__(self, tokenizer, chat_template: bool = True, system: str | None = None):
         self.tok = tokenizer
+        if tokenizer.eos_token_id is None:
+            # without an eos, generation never stops and completions cannot be cut
+            raise ValueError(f"tokenizer {tokenizer.name_or_path!r} has no eos token")
         self.eos_id = int(tokenizer.eos_token_id)
+        # Some tokenizers have no pad; eos then pads, so find a completion's end by its first eos,
+        # not by comparing ids with pad_id.
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.eos_id)
         self.vocab_size = len(tokenizer)

@@ -1,0 +1,238 @@
+"""Typed run configuration. Every knob of the trainer is a field here; an unknown key is an error.
+
+A run config is resolved in this order: the defaults below, the YAML file, the tricks it names
+(each a deep override from experiments/tricks.yaml, applied in order), then `--set key=value`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class SamplingConfig(Strict):
+    prompts_per_step: int = Field(8, ge=1)
+    group_size: int = Field(8, ge=2)
+    # Dynamic G: every `group_check_every` steps compare the mean in-group reward std with the
+    # thresholds and move one notch on the ladder.
+    group_ladder: list[int] | None = None
+    group_check_every: int = Field(10, ge=1)
+    group_std_high: float = 0.45
+    group_std_low: float = 0.2
+    group_patience: int = Field(2, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    # Step schedule: [[fraction_of_steps, temperature], ...]; the last entry whose fraction <= progress wins.
+    temperature_schedule: list[tuple[float, float]] | None = None
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens: int = Field(16, ge=1)
+    # DAPO dynamic sampling: drop zero-variance groups and sample more prompts to refill the batch.
+    dynamic_sampling: bool = False
+    max_refill_rounds: int = Field(3, ge=0)
+
+
+class AdvantageConfig(Strict):
+    normalization: Literal["zscore", "quantile", "batch_std", "mean_only"] = "zscore"
+    eps: float = 1e-6
+    clip: float | None = Field(None, gt=0)
+    # Negative advantage given to every sample of a group whose rewards are all zero (study: code tasks).
+    zero_group_floor: float = Field(0.0, ge=0)
+
+
+class LengthConfig(Strict):
+    kind: Literal["none", "piecewise", "overlong", "info"] = "none"
+    lower: int = 0  # band lower bound (tokens); documentation of the band, no penalty below
+    upper: int = 64  # tokens beyond this are penalised
+    coef: float = 0.01  # penalty per token over `upper` at step 0
+    coef_final_frac: float = 1.0  # coefficient decays linearly to coef * this by the last step
+    overlong_buffer: int = 8  # DAPO: soft zone of this many tokens before max_new_tokens
+    fragment_chars: int = 12  # info length: fragments of this many characters are counted once
+
+
+class RewardConfig(Strict):
+    # How output format enters: ignored, a bonus added to the reward, or a mask (bad format leaves the loss).
+    format: Literal["none", "bonus", "mask"] = "none"
+    format_bonus: float = 0.2
+    # Where shape rewards (format bonus, length penalty) go: inside the normalised main reward, or added after.
+    shape_mode: Literal["in_main", "after_norm"] = "in_main"
+    length: LengthConfig = LengthConfig()
+    mask_truncated: bool = False
+
+
+class KLConfig(Strict):
+    beta: float = Field(0.04, ge=0)
+    schedule: Literal["fixed", "linear", "adaptive"] = "fixed"
+    hold_frac: float = Field(0.1, ge=0, le=1)
+    decay_ratio: float = Field(5.0, ge=1)
+    target: float = Field(0.02, gt=0)  # adaptive controller's target KL
+    horizon: int = Field(10, ge=1)  # adaptive controller: e-fold change over this many steps at most
+    estimator: Literal["k1", "k2", "k3"] = "k3"
+    in_reward: bool = False
+
+
+class ReferenceConfig(Strict):
+    mode: Literal["frozen", "hard", "ema"] = "frozen"
+    sync_every: int = Field(50, ge=1)
+    ema_alpha: float = Field(0.99, gt=0, lt=1)
+
+
+class LossConfig(Strict):
+    clip_low: float = Field(0.2, ge=0)
+    clip_high: float = Field(0.2, ge=0)
+    dual_clip: float | None = Field(None, gt=1)
+    aggregation: Literal["token_mean", "seq_mean", "token_sum_norm"] = "token_mean"
+    weighting: Literal["token", "sequence"] = "token"
+    entropy_coef: float = 0.0
+    inner_updates: int = Field(1, ge=1)
+    mask: Literal["prompt", "code_only"] = "prompt"
+
+
+class OptimConfig(Strict):
+    lr: float = Field(5e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.99)
+    warmup_steps: int = Field(0, ge=0)
+    warmup: Literal["fraction", "linear"] = "fraction"
+    warmup_factor: float = Field(0.2, gt=0, le=1)
+    schedule: Literal["constant", "cosine"] = "constant"
+    min_lr_frac: float = Field(0.1, ge=0, le=1)
+    grad_clip: float | None = Field(1.0, gt=0)
+
+
+class CurriculumConfig(Strict):
+    mode: Literal["uniform", "adaptive", "two_stage"] = "uniform"
+    threshold: float = Field(0.5, ge=0, le=1)  # arms whose recent reward is below this are up-weighted
+    window: int = Field(5, ge=1)
+    boost: float = Field(3.0, ge=1)
+    switch_frac: float = Field(0.4, ge=0, le=1)
+
+
+class EvalConfig(Strict):
+    every: int = Field(25, ge=1)
+    problems: int = Field(100, ge=1)
+    samples: int = Field(8, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    k: list[int] = [1, 8]
+    log_completions: int = Field(4, ge=0)
+
+
+class RunConfig(Strict):
+    model: str = "tiny"
+    task: str | list[str] = "math"
+    prompt_register: Literal["compact", "natural"] | None = None  # None: the model card's register
+    difficulty: int | None = None
+    data_path: str | None = None
+    seed: int = 0
+    steps: int = Field(100, ge=1)
+    device: str = "auto"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    engine: Literal["torch", "vllm"] = "torch"
+    checkpoint_every: int = Field(25, ge=1)
+    tricks: list[str] = []
+    sampling: SamplingConfig = SamplingConfig()
+    advantage: AdvantageConfig = AdvantageConfig()
+    reward: RewardConfig = RewardConfig()
+    kl: KLConfig = KLConfig()
+    reference: ReferenceConfig = ReferenceConfig()
+    loss: LossConfig = LossConfig()
+    optim: OptimConfig = OptimConfig()
+    curriculum: CurriculumConfig = CurriculumConfig()
+    eval: EvalConfig = EvalConfig()
+
+    @model_validator(mode="after")
+    def _check(self) -> "RunConfig":
+        ladder = self.sampling.group_ladder
+        if ladder and self.sampling.group_size not in ladder:
+            raise ValueError("sampling.group_size must be one of sampling.group_ladder")
+        return self
+
+    @property
+    def tasks(self) -> list[str]:
+        return [self.task] if isinstance(self.task, str) else list(self.task)
+
+    def run_id(self) -> str:
+        """Stable id: a hash of the resolved config (the applied tricks are in it already)."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def parse_set(items: list[str]) -> dict:
+    """['optim.lr=1e-3', 'tricks=[a,b]'] -> nested dict; values parsed as YAML scalars/lists."""
+    out: dict = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected key=value, e.g. optim.lr=1e-4")
+        key, raw = item.split("=", 1)
+        node = out
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = yaml.safe_load(raw)
+    return out
+
+
+def _explain(exc: ValidationError, source: str, lines: dict[tuple, int]) -> ConfigError:
+    msgs = []
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not str(p).startswith("function-after"))
+        field = ".".join(str(p) for p in loc) or "(root)"
+        line = lines.get(loc) or next((lines[loc[:i]] for i in range(len(loc), 0, -1) if loc[:i] in lines), None)
+        where = f"{source}:{line}" if line else source
+        if err["type"] == "extra_forbidden":
+            model = RunConfig
+            for part in loc[:-1]:
+                model = model.model_fields[part].annotation if part in model.model_fields else model
+            known = getattr(model, "model_fields", {}).keys()
+            msgs.append(f"{where}: unknown key '{field}'{suggest(loc[-1], known)}")
+        else:
+            msgs.append(f"{where}: field '{field}': {err['msg']} (got {err.get('input')!r})")
+    return ConfigError("\n".join(msgs))
+
+
+def resolve(data: dict, source: str = "<config>", lines: dict | None = None, overrides: dict | None = None) -> RunConfig:
+    """Validate a raw dict into a RunConfig: its tricks over it, then `overrides` over all."""
+    from grpo_lab.tricks import apply_tricks
+
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a run config must be a mapping of keys to values")
+    overrides = overrides or {}
+    if "tricks" in overrides:
+        data = {**data, "tricks": overrides["tricks"]}
+    merged = deep_merge(apply_tricks(data, source), overrides)
+    try:
+        return RunConfig.model_validate(merged)
+    except ValidationError as exc:
+        raise _explain(exc, source, lines or {}) from None
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:
+    """Load a YAML run config, apply `--set` overrides, validate. Errors name the file and line."""
+    data: dict[str, Any] = {}
+    lines: dict = {}
+    source = "<defaults>"
+    if path is not None:
+        data, lines = load_yaml(path)
+        data = data or {}
+        source = str(path)
+    return resolve(data, source, lines, parse_set(overrides or []))

@@ -1,0 +1,145 @@
+"""The built-in tiny model: a character-level Llama warm-started on the task's own generator.
+
+It is a real `LlamaForCausalLM`, so the rollout engine and trainer take the same code path as
+any Hugging Face model. A short supervised stage on the task's solutions brings its pass@1 to a
+low but non-zero level, which gives GRPO non-zero groups to learn from. The weights are cached
+on disk, keyed by everything that determines them, and are reproducible from the card's seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict
+from transformers import LlamaConfig, LlamaForCausalLM
+
+CHARS = "\n" + "".join(chr(c) for c in range(32, 127))
+SPECIALS = ("<pad>", "<eos>")
+FORMAT_VERSION = 1  # bump when the architecture or the warm-start recipe changes
+
+
+class CharCodec:
+    """One token per printable ASCII character; no chat template (the compact register)."""
+
+    def __init__(self):
+        self.pad_id, self.eos_id = 0, 1
+        self.stoi = {c: i + len(SPECIALS) for i, c in enumerate(CHARS)}
+        self.itos = {i: c for c, i in self.stoi.items()}
+        self.vocab_size = len(SPECIALS) + len(CHARS)
+
+    def encode(self, text: str) -> list[int]:
+        unknown = sorted({c for c in text if c not in self.stoi})
+        if unknown:
+            raise ValueError(f"tiny model's character tokenizer cannot encode {unknown!r}")
+        return [self.stoi[c] for c in text]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.itos.get(int(i), "") for i in ids)
+
+    def format_prompt(self, text: str) -> str:
+        return text
+
+
+class TinySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    hidden: int = 128
+    layers: int = 4
+    heads: int = 4
+    intermediate: int = 384
+    max_positions: int = 128
+    seed: int = 0
+    sft_steps: int = 150
+    sft_batch: int = 64
+    sft_lr: float = 3e-3
+
+
+def build(spec: TinySpec, codec: CharCodec) -> LlamaForCausalLM:
+    config = LlamaConfig(
+        vocab_size=codec.vocab_size,
+        hidden_size=spec.hidden,
+        intermediate_size=spec.intermediate,
+        num_hidden_layers=spec.layers,
+        num_attention_heads=spec.heads,
+        num_key_value_heads=spec.heads,
+        max_position_embeddings=spec.max_positions,
+        pad_token_id=codec.pad_id,
+        eos_token_id=codec.eos_id,
+        bos_token_id=codec.eos_id,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(spec.seed)
+    return LlamaForCausalLM(config)
+
+
+def supervised_batch(codec: CharCodec, pairs: list[tuple[str, str]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded (input_ids, labels) where only solution tokens and EOS carry a label."""
+    seqs, labels = [], []
+    for prompt, solution in pairs:
+        p, s = codec.encode(prompt), codec.encode(solution) + [codec.eos_id]
+        seqs.append(p + s)
+        labels.append([-100] * len(p) + s)
+    width = max(map(len, seqs))
+    ids = torch.full((len(seqs), width), codec.pad_id)
+    lab = torch.full((len(seqs), width), -100)
+    for i, (s, l) in enumerate(zip(seqs, labels)):
+        ids[i, : len(s)] = torch.tensor(s)
+        lab[i, : len(l)] = torch.tensor(l)
+    return ids, lab
+
+
+def warm_start(model: LlamaForCausalLM, codec: CharCodec, tasks: list, spec: TinySpec) -> list[float]:
+    """A short supervised stage on the tasks' train-split solutions; returns the loss curve."""
+    rng = random.Random(spec.seed)
+    n = spec.sft_steps * spec.sft_batch
+    pool = [p for t in tasks for p in t.problems("train", n // len(tasks) + 1, seed=spec.seed)]
+    rng.shuffle(pool)
+    opt = torch.optim.AdamW(model.parameters(), lr=spec.sft_lr, weight_decay=0.0)
+    losses = []
+    model.train()
+    for step in range(spec.sft_steps):
+        chunk = pool[step * spec.sft_batch : (step + 1) * spec.sft_batch]
+        ids, lab = supervised_batch(codec, [(p.prompt, p.solution) for p in chunk])
+        logits = model(input_ids=ids, attention_mask=(ids != codec.pad_id).long()).logits
+        loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), lab[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+def cache_key(spec: TinySpec, tasks: list) -> str:
+    blob = json.dumps(
+        {"spec": spec.model_dump(), "tasks": sorted(f"{t.name}/{t.register}/{t.levels}" for t in tasks), "v": FORMAT_VERSION},
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def load_tiny(spec: TinySpec, tasks: list, cache_dir: Path) -> tuple[LlamaForCausalLM, CharCodec]:
+    """Load the warm-started tiny model for these tasks, training and caching it on first use."""
+    codec = CharCodec()
+    folder = Path(cache_dir) / "tiny" / cache_key(spec, tasks)
+    if (folder / "config.json").exists():
+        return LlamaForCausalLM.from_pretrained(folder).eval(), codec
+    model = build(spec, codec)
+    losses = warm_start(model, codec, tasks, spec)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # Write beside the target and rename, so a killed process never leaves a half-written cache.
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+    model.save_pretrained(tmp)
+    (tmp / "warm_start.json").write_text(json.dumps({"losses": losses, "spec": spec.model_dump()}))
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # another process won the race; its copy is identical
+        shutil.rmtree(tmp, ignore_errors=True)
+    return LlamaForCausalLM.from_pretrained(folder).eval(), codec

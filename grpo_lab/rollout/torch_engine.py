@@ -1,0 +1,175 @@
+"""Batched sampling in plain torch with a preallocated KV cache (CPU and CUDA).
+
+For Llama-family decoders (llama, qwen2, mistral: pre-norm, rotary, optional GQA) the engine
+runs its own decode loop over the model's modules: one static KV cache, one scaled-dot-product
+attention call per layer, and finished rows dropped from the batch. This avoids most of the
+per-token overhead of `generate()`. Other architectures fall back to the model's own forward
+with its dynamic cache; both paths return the same Rollout.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from grpo_lab.rollout.base import Rollout
+
+FAST_TYPES = {"llama", "qwen2", "mistral"}
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: [B, H, T, D]; cos, sin: [B, T, D] -> x rotated by its positions."""
+    return x * cos.unsqueeze(1) + rotate_half(x) * sin.unsqueeze(1)
+
+
+def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, gen: torch.Generator):
+    """logits [B, V] -> (tokens [B], log-probs [B] under softmax(logits / T), before top-p)."""
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    probs = logp.exp()
+    if top_p < 1.0:
+        sorted_p, idx = probs.sort(dim=-1, descending=True)
+        drop = sorted_p.cumsum(-1) - sorted_p > top_p
+        probs = probs.scatter(-1, idx, sorted_p.masked_fill(drop, 0.0))
+    tokens = torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(map(len, seqs))
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.bool)
+    for i, s in enumerate(seqs):
+        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+        mask[i, width - len(s) :] = True
+    return ids.to(device), mask.to(device)
+
+
+class TorchEngine:
+    name = "torch"
+
+    def __init__(self, model, eos_id: int, pad_id: int):
+        self.model, self.eos_id, self.pad_id = model, eos_id, pad_id
+        cfg = model.config
+        self.fast = cfg.model_type in FAST_TYPES and not hasattr(self._layers()[0].self_attn, "q_norm")
+
+    def sync_weights(self, model) -> None:
+        self.model = model  # same process, same tensors: nothing to copy
+
+    def _layers(self):
+        return self.model.get_decoder().layers
+
+    @torch.no_grad()
+    def generate(self, prompts, n, temperature, top_p, max_new_tokens, seed=None) -> Rollout:
+        device = next(self.model.parameters()).device
+        gen = torch.Generator(device=device)
+        gen.manual_seed(seed if seed is not None else torch.seed() % 2**31)
+        rows = [p for p in prompts for _ in range(n)]
+        ids, mask = left_pad(rows, self.pad_id, device)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            step = self._fast_loop if self.fast else self._hf_loop
+            out, lps, stops = step(ids, mask, temperature, top_p, max_new_tokens, gen)
+        finally:
+            self.model.train(was_training)
+        group = [i for i in range(len(prompts)) for _ in range(n)]
+        return Rollout(rows, out, lps, stops, group)
+
+    def _fast_loop(self, ids, mask, temperature, top_p, max_new, gen):
+        dec = self.model.get_decoder()
+        cfg = self.model.config
+        B, P = ids.shape
+        layers = dec.layers
+        attn0 = layers[0].self_attn
+        hkv = cfg.num_key_value_heads
+        hd = getattr(attn0, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
+        dtype = dec.embed_tokens.weight.dtype
+        kc = torch.empty(len(layers), B, hkv, P + max_new, hd, dtype=dtype, device=ids.device)
+        vc = torch.empty_like(kc)
+        valid = torch.zeros(B, P + max_new, dtype=torch.bool, device=ids.device)
+        valid[:, :P] = mask
+        pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        causal = torch.ones(P, P, dtype=torch.bool, device=ids.device).tril()
+        # Padded query rows attend to themselves so the softmax is never over an empty set.
+        attn_mask = (causal & mask[:, None, :]) | torch.eye(P, dtype=torch.bool, device=ids.device)
+        h = self._forward(dec, ids, pos, kc, vc, 0, attn_mask[:, None])
+        logits = self.model.lm_head(dec.norm(h[:, -1]))
+        next_pos = pos[:, -1] + 1
+        alive = torch.arange(B, device=ids.device)
+        out = [[] for _ in range(B)]
+        lps = [[] for _ in range(B)]
+        stops = ["length"] * B
+        for t in range(max_new):
+            tok, lp = sample_tokens(logits, temperature, top_p, gen)
+            done = tok == self.eos_id
+            for j, (r, k, l) in enumerate(zip(alive.tolist(), tok.tolist(), lp.tolist())):
+                out[r].append(k)
+                lps[r].append(l)
+                if k == self.eos_id:
+                    stops[r] = "eos"
+            if t == max_new - 1 or bool(done.all()):
+                break
+            if done.any():  # drop finished rows from every cached tensor
+                keep = (~done).nonzero().squeeze(-1)
+                alive, tok, next_pos = alive[keep], tok[keep], next_pos[keep]
+                kc, vc, valid = kc[:, keep], vc[:, keep], valid[keep]
+            col = P + t
+            valid[:, col] = True
+            h = self._forward(dec, tok[:, None], next_pos[:, None], kc, vc, col, valid[:, None, None, : col + 1])
+            logits = self.model.lm_head(dec.norm(h[:, -1]))
+            next_pos = next_pos + 1
+        return out, lps, stops
+
+    def _forward(self, dec, ids, pos, kc, vc, start, attn_mask):
+        """Run all layers on `ids` at cache columns [start, start+T); writes K/V into the cache."""
+        x = dec.embed_tokens(ids)
+        cos, sin = dec.rotary_emb(x, pos)
+        B, T, _ = x.shape
+        end = start + T
+        for i, layer in enumerate(dec.layers):
+            a = layer.self_attn
+            h = layer.input_layernorm(x)
+            q = a.q_proj(h).view(B, T, -1, kc.size(-1)).transpose(1, 2)
+            k = a.k_proj(h).view(B, T, -1, kc.size(-1)).transpose(1, 2)
+            v = a.v_proj(h).view(B, T, -1, kc.size(-1)).transpose(1, 2)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
+            kc[i, :, :, start:end] = k
+            vc[i, :, :, start:end] = v
+            o = F.scaled_dot_product_attention(
+                q, kc[i, :, :, :end], vc[i, :, :, :end], attn_mask=attn_mask,
+                scale=getattr(a, "scaling", None), enable_gqa=q.size(1) != k.size(1),
+            )
+            x = x + a.o_proj(o.transpose(1, 2).reshape(B, T, -1))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return x
+
+    def _hf_loop(self, ids, mask, temperature, top_p, max_new, gen):
+        """Fallback for architectures the fast loop does not know: the model's own KV cache."""
+        B = ids.size(0)
+        am = mask.long()
+        pos = (am.cumsum(-1) - 1).clamp(min=0)
+        res = self.model(input_ids=ids, attention_mask=am, position_ids=pos, use_cache=True)
+        past, logits = res.past_key_values, res.logits[:, -1]
+        out, lps, stops = [[] for _ in range(B)], [[] for _ in range(B)], ["length"] * B
+        finished = torch.zeros(B, dtype=torch.bool, device=ids.device)
+        for t in range(max_new):
+            tok, lp = sample_tokens(logits, temperature, top_p, gen)
+            for r in (~finished).nonzero().squeeze(-1).tolist():
+                out[r].append(int(tok[r]))
+                lps[r].append(float(lp[r]))
+                if int(tok[r]) == self.eos_id:
+                    stops[r] = "eos"
+            finished |= tok == self.eos_id
+            if bool(finished.all()) or t == max_new - 1:
+                break
+            am = torch.cat([am, torch.ones(B, 1, dtype=am.dtype, device=am.device)], dim=1)
+            pos = pos[:, -1:] + 1
+            res = self.model(input_ids=tok[:, None], attention_mask=am, position_ids=pos,
+                             past_key_values=past, use_cache=True)
+            past, logits = res.past_key_values, res.logits[:, -1]
+        return out, lps, stops

@@ -1,0 +1,82 @@
+"""Group-relative advantages: pure functions over a [N groups, G samples] reward table.
+
+Each normaliser maps rewards r[N, G] to advantages A[N, G]. A zero-variance group always gets
+zero advantages (never NaN). `compute_advantages` composes: normalise the main reward, add the
+shape rewards after normalisation, floor all-zero groups, clip.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def zscore(r: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """GRPO: A = (r - mean_g(r)) / (std_g(r) + eps), std unbiased over the group. [N,G] -> [N,G]."""
+    mean = r.mean(dim=1, keepdim=True)
+    std = r.std(dim=1, keepdim=True) if r.size(1) > 1 else torch.zeros_like(mean)
+    return torch.where(std > eps, (r - mean) / (std + eps), torch.zeros_like(r))
+
+
+def quantile(r: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Rank normalisation: A = Phi^-1((rank_g(r) + 0.5) / G), ties get their average rank.
+
+    Only the order inside the group matters, so one outlier moves no other sample's advantage
+    by more than one rank. [N,G] -> [N,G]; a group of ties gives zeros.
+    """
+    G = r.size(1)
+    less = (r[:, None, :] < r[:, :, None]).sum(-1).to(r.dtype)  # [N,G]: how many are smaller
+    equal = (r[:, None, :] == r[:, :, None]).sum(-1).to(r.dtype)
+    rank = less + (equal - 1) / 2
+    u = (rank + 0.5) / G
+    a = math.sqrt(2.0) * torch.erfinv(2 * u - 1)
+    return a - a.mean(dim=1, keepdim=True)  # ties can shift the mean slightly off zero
+
+
+def batch_std(r: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Lite PPO: A = (r - mean_g(r)) / (std over the whole batch + eps). [N,G] -> [N,G]."""
+    centred = r - r.mean(dim=1, keepdim=True)
+    std = r.std() if r.numel() > 1 else torch.zeros(())
+    return centred / (std + eps) if std > eps else torch.zeros_like(r)
+
+
+def mean_only(r: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Dr. GRPO: A = r - mean_g(r); no std division, so easy and hard groups are not rescaled."""
+    return r - r.mean(dim=1, keepdim=True)
+
+
+NORMALIZERS = {"zscore": zscore, "quantile": quantile, "batch_std": batch_std, "mean_only": mean_only}
+
+
+def compute_advantages(
+    main: torch.Tensor,
+    shape: torch.Tensor,
+    normalization: str = "zscore",
+    eps: float = 1e-6,
+    clip: float | None = None,
+    zero_group_floor: float = 0.0,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """A = clip(norm(main) + shape, -c, c); groups of all-zero main reward get -floor if floor > 0.
+
+    main, shape: [N, G]. Shape rewards are added after normalisation, so a format bonus never
+    enters the z-score (callers that want it inside add it to `main` and pass zeros).
+    """
+    adv = NORMALIZERS[normalization](main, eps) + shape
+    zero_std = main.std(dim=1) <= eps if main.size(1) > 1 else torch.ones(main.size(0), dtype=torch.bool)
+    all_zero = (main == 0).all(dim=1)
+    if zero_group_floor > 0:
+        adv = torch.where(all_zero[:, None], torch.full_like(adv, -zero_group_floor), adv)
+    clipped = torch.zeros_like(adv, dtype=torch.bool)
+    if clip is not None:
+        clipped = adv.abs() > clip
+        adv = adv.clamp(-clip, clip)
+    metrics = {
+        "adv/mean": adv.mean().item(),
+        "adv/std": adv.std().item() if adv.numel() > 1 else 0.0,
+        "adv/max_abs": adv.abs().max().item(),
+        "adv/group_std_mean": adv.std(dim=1).mean().item() if adv.size(1) > 1 else 0.0,
+        "adv/zero_std_frac": zero_std.float().mean().item(),
+        "adv/clip_frac": clipped.float().mean().item(),
+    }
+    return adv, metrics

@@ -1,0 +1,89 @@
+"""From a Rollout to training tensors, and teacher-forced log-probs of the completions.
+
+Layout of a row: [left pad | prompt | completion | right pad]. Positions come from the
+attention mask, as in generation, so the trained and the sampled distributions match.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from grpo_lab.rollout.base import Rollout
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [B, P + C]
+    attention_mask: torch.Tensor  # [B, P + C]
+    position_ids: torch.Tensor  # [B, P + C]
+    prompt_width: int  # P
+    completion: torch.Tensor  # [B, C] completion token ids (pad beyond length)
+    completion_mask: torch.Tensor  # [B, C] 1 on real completion tokens
+    engine_logp: torch.Tensor  # [B, C] the engine's sampling log-probs
+
+    @property
+    def tokens(self) -> int:
+        return int(self.attention_mask.sum())
+
+
+def build_batch(rollout: Rollout, pad_id: int, device) -> Batch:
+    B = len(rollout.prompt_ids)
+    P = max(map(len, rollout.prompt_ids))
+    C = max(1, max(map(len, rollout.completion_ids)))
+    ids = torch.full((B, P + C), pad_id, dtype=torch.long)
+    att = torch.zeros((B, P + C), dtype=torch.long)
+    cmask = torch.zeros((B, C))
+    elogp = torch.zeros((B, C))
+    for i, (p, c, lp) in enumerate(zip(rollout.prompt_ids, rollout.completion_ids, rollout.logprobs)):
+        ids[i, P - len(p) : P] = torch.tensor(p, dtype=torch.long)
+        ids[i, P : P + len(c)] = torch.tensor(c, dtype=torch.long)
+        att[i, P - len(p) : P + len(c)] = 1
+        cmask[i, : len(c)] = 1
+        elogp[i, : len(lp)] = torch.tensor(lp)
+    pos = (att.cumsum(-1) - 1).clamp(min=0)
+    return Batch(ids.to(device), att.to(device), pos.to(device), P, ids[:, P:].to(device),
+                 cmask.to(device), elogp.to(device))
+
+
+def token_logprobs(model, batch: Batch, temperature: float, with_entropy: bool = False):
+    """log pi(c_t | prompt, c_<t) / T-tempered for every completion token: [B, C] (and entropy [B, C]).
+
+    The LM head runs only on the positions that predict completion tokens, which saves the
+    vocabulary projection over the prompt.
+    """
+    P, C = batch.prompt_width, batch.completion.size(1)
+    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    hidden = decoder(
+        input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids
+    ).last_hidden_state
+    logits = head(hidden[:, P - 1 : P + C - 1]).float() / temperature
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logp = logp_all.gather(-1, batch.completion[..., None]).squeeze(-1)
+    entropy = None
+    if with_entropy:
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp, entropy
+
+
+FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)(```|$)", re.S)
+
+
+def code_token_mask(codec, completion_ids: list[int], eos_id: int) -> list[float]:
+    """1 for tokens inside the first fenced code block (and the EOS), 0 for fences and prose.
+
+    Without a fence the whole completion is treated as code (the compact register).
+    """
+    pieces = [codec.decode([t]) if t != eos_id else "" for t in completion_ids]
+    text = "".join(pieces)
+    m = FENCE.search(text)
+    if m is None:
+        return [1.0] * len(completion_ids)
+    lo, hi = m.span(1)
+    out, pos = [], 0
+    for tok, piece in zip(completion_ids, pieces):
+        start, pos = pos, pos + len(piece)
+        out.append(1.0 if tok == eos_id or (start < hi and pos > lo) else 0.0)
+    return out

@@ -1,0 +1,71 @@
+"""Which problems a step trains on: uniform mix, adaptive sampling, or two stages.
+
+Arms are (task, difficulty) pairs. Every group is task-homogeneous by construction: one group
+is G samples of one problem. Adaptive sampling up-weights arms whose recent mean reward is below
+the threshold and down-weights those above it; two-stage switches to the uniform mix after
+`switch_frac` of the steps, so the final task mix is not skewed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+from grpo_lab.tasks.base import Problem
+
+
+class Curriculum:
+    def __init__(self, tasks: list, cfg, total_steps: int, seed: int, difficulty: int | None, pool_size: int):
+        self.cfg, self.total = cfg, total_steps
+        self.rng = random.Random(seed)
+        levels = lambda t: [difficulty] if difficulty is not None else list(range(t.levels))
+        self.arms = [(t.name, d) for t in tasks for d in levels(t)]
+        self.pools: dict[tuple, list[Problem]] = {
+            (t.name, d): t.problems("train", pool_size, seed=seed, difficulty=d) for t in tasks for d in levels(t)
+        }
+        self.recent = {arm: deque(maxlen=cfg.window) for arm in self.arms}
+
+    def mode_at(self, step: int) -> str:
+        if self.cfg.mode == "two_stage":
+            return "adaptive" if step < self.cfg.switch_frac * self.total else "uniform"
+        return self.cfg.mode
+
+    def weights(self, step: int) -> dict[tuple, float]:
+        if self.mode_at(step) == "uniform":
+            return {arm: 1.0 for arm in self.arms}
+        out = {}
+        for arm, hist in self.recent.items():
+            if not hist:
+                out[arm] = 1.0
+            else:
+                mean = sum(hist) / len(hist)
+                out[arm] = self.cfg.boost if mean < self.cfg.threshold else 1.0 / self.cfg.boost
+        return out
+
+    def sample(self, step: int, n: int) -> list[Problem]:
+        w = self.weights(step)
+        arms = self.rng.choices(self.arms, weights=[w[a] for a in self.arms], k=n)
+        return [self.rng.choice(self.pools[arm]) for arm in arms]
+
+    def observe(self, problems: list[Problem], group_means: list[float]) -> None:
+        """Record each group's mean reward under its arm (one value per arm per step)."""
+        by_arm: dict[tuple, list[float]] = {}
+        for p, r in zip(problems, group_means):
+            by_arm.setdefault((p.task, p.difficulty), []).append(r)
+        for arm, values in by_arm.items():
+            if arm in self.recent:
+                self.recent[arm].append(sum(values) / len(values))
+
+    def metrics(self, step: int) -> dict[str, float]:
+        w = self.weights(step)
+        total = sum(w.values())
+        return {f"curriculum/p_{t}_{d}": v / total for (t, d), v in w.items()}
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.getstate(), "recent": {f"{t}|{d}": list(h) for (t, d), h in self.recent.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.setstate(state["rng"])
+        for key, values in state["recent"].items():
+            t, d = key.split("|")
+            self.recent[(t, int(d))].extend(values)

@@ -1,0 +1,49 @@
+"""Held-out evaluation: pass@1 and the unbiased pass@k of the Codex paper."""
+
+from __future__ import annotations
+
+from math import comb
+
+import torch
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c correct: 1 - C(n - c, k) / C(n, k) (Chen et al. 2021)."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples per problem, got {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+@torch.no_grad()
+def evaluate(engine, codec, tasks: dict, problems: dict, cfg, max_new_tokens: int, seed: int) -> tuple[dict, list]:
+    """Sample cfg.samples completions per test problem; a sample is correct when its reward is 1.
+
+    Returns (metrics, examples) where examples are a few (prompt, completions, rewards) rows.
+    """
+    metrics: dict[str, float] = {}
+    examples: list[dict] = []
+    totals: dict[str, list[float]] = {}
+    for name, probs in problems.items():
+        task = tasks[name]
+        prompts = [codec.encode(codec.format_prompt(p.prompt)) for p in probs]
+        ro = engine.generate(prompts, cfg.samples, cfg.temperature, 1.0, max_new_tokens, seed=seed)
+        texts = [codec.decode([t for t in c if t != codec.eos_id]) for c in ro.completion_ids]
+        scores = task.score([probs[g] for g in ro.group], texts)
+        rewards = torch.tensor([s.reward for s in scores]).view(len(probs), cfg.samples)
+        correct = (rewards >= 1.0 - 1e-9).sum(dim=1).tolist()
+        per_task = {f"pass@{k}": sum(pass_at_k(cfg.samples, c, k) for c in correct) / len(probs)
+                    for k in cfg.k if k <= cfg.samples}
+        per_task["reward_mean"] = rewards.mean().item()
+        per_task["format_ok"] = sum(s.format_ok for s in scores) / len(scores)
+        for key, value in per_task.items():
+            metrics[f"eval/{name}/{key}"] = value
+            totals.setdefault(key, []).append(value)
+        for i in range(min(cfg.log_completions, len(probs))):
+            rows = range(i * cfg.samples, (i + 1) * cfg.samples)
+            examples.append({"task": name, "prompt": probs[i].prompt, "completions": [texts[r] for r in rows],
+                             "rewards": [scores[r].reward for r in rows]})
+    for key, values in totals.items():
+        metrics[f"eval/{key}"] = sum(values) / len(values)
+    return metrics, examples

@@ -1,0 +1,224 @@
+"""The GRPO training loop. One step: generate -> score -> reference -> advantages -> loss -> update.
+
+`train(cfg, out_dir)` sets up the run (or resumes it from out_dir/checkpoint.pt), runs the
+steps, evaluates on held-out problems every `eval.every` steps, and writes metrics.jsonl and
+summary.json. The math lives in advantages.py, loss.py and schedules.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from grpo_lab.config import RunConfig
+from grpo_lab.rollout.base import Rollout
+from grpo_lab.trainer import checkpoint
+from grpo_lab.trainer.advantages import compute_advantages
+from grpo_lab.trainer.batch import build_batch, token_logprobs
+from grpo_lab.trainer.loss import kl_estimate, masked_mean, policy_loss
+from grpo_lab.trainer.schedules import beta_at, lr_factor, temperature_at
+from grpo_lab.trainer.scoring import loss_mask, score_rollout, unique_answer_ratio
+from grpo_lab.trainer.setup import Run, setup
+
+
+class Timer:
+    """Wall seconds per named phase, accumulated over the run (`timing/<phase>`)."""
+
+    def __init__(self):
+        self.total: dict[str, float] = {}
+        self.step: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, phase: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            dt = time.perf_counter() - t0
+            self.step[phase] = self.step.get(phase, 0.0) + dt
+            self.total[phase] = self.total.get(phase, 0.0) + dt
+
+    def pop_step(self) -> dict[str, float]:
+        out, self.step = {f"timing/{k}": v for k, v in self.step.items()}, {}
+        return out
+
+
+def sample_groups(run: Run, step: int, G: int, T: float, progress: float):
+    """Sample prompts_per_step groups; with dynamic sampling, replace zero-variance groups by
+    fresh ones (up to max_refill_rounds rounds). Returns (problems, rollout, scored, dropped)."""
+    cfg = run.cfg.sampling
+    want, problems, parts, dropped = cfg.prompts_per_step, [], [], 0
+    for round_ in range(1 + (cfg.max_refill_rounds if cfg.dynamic_sampling else 0)):
+        new = run.curriculum.sample(step, want - len(problems))
+        prompts = [run.codec.encode(run.codec.format_prompt(p.prompt)) for p in new]
+        ro = run.engine.generate(prompts, G, T, cfg.top_p, cfg.max_new_tokens, seed=run.seed_for(step, round_))
+        sc = score_rollout(run.tasks, new, ro, run.codec, run.cfg, progress)
+        keep = list(range(len(new)))
+        if cfg.dynamic_sampling:
+            keep = [g for g in keep if float(sc.main[g].std()) > 0] or ([] if round_ < cfg.max_refill_rounds else keep)
+            dropped += len(new) - len(keep)
+        problems += [new[g] for g in keep]
+        parts.append((ro, sc, keep, G))
+        if len(problems) >= want:
+            break
+    rollout, scored = merge(parts, run.codec)
+    return problems, rollout, scored, dropped
+
+
+def merge(parts, codec):
+    """Concatenate the kept groups of several (rollout, scored) rounds."""
+    from grpo_lab.trainer.scoring import Scored
+
+    cols = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "stop", "group")}
+    main, shape, raw, fmt, answers, texts, offset = [], [], [], [], [], [], 0
+    for ro, sc, keep, G in parts:
+        for new_g, g in enumerate(keep):
+            for r in range(g * G, (g + 1) * G):
+                for k in ("prompt_ids", "completion_ids", "logprobs", "stop"):
+                    cols[k].append(getattr(ro, k)[r])
+                cols["group"].append(offset + new_g)
+                texts.append(sc.texts[r])
+            main.append(sc.main[g]), shape.append(sc.shape[g]), raw.append(sc.raw[g]), fmt.append(sc.format_ok[g])
+            answers.append(sc.answers[g])
+        offset += len(keep)
+    stack = lambda xs: torch.stack(xs)
+    return Rollout(**cols), Scored(stack(main), stack(shape), stack(raw), stack(fmt), answers, texts)
+
+
+def train_step(run: Run, step: int, timer: Timer) -> dict[str, float]:
+    cfg = run.cfg
+    progress = step / max(cfg.steps - 1, 1)
+    G, T = run.group_size.G, temperature_at(step, cfg.steps, cfg.sampling)
+    beta = run.adaptive_kl.beta if run.adaptive_kl else beta_at(step, cfg.steps, cfg.kl)
+
+    with timer("rollout"):
+        problems, rollout, scored, dropped = sample_groups(run, step, G, T, progress)
+        batch = build_batch(rollout, run.codec.pad_id, run.device)
+    with timer("reference"):
+        ref_logp = None
+        if run.reference is not None:
+            with torch.no_grad():
+                ref_logp, _ = token_logprobs(run.reference.model, batch, T)
+    mask = loss_mask(batch, scored, rollout, run.codec, cfg)
+    with timer("advantage"):
+        main = scored.main
+        if cfg.kl.in_reward and ref_logp is not None:
+            with torch.no_grad():
+                old, _ = token_logprobs(run.policy, batch, T)
+            seq_kl = (kl_estimate(old, ref_logp, cfg.kl.estimator) * batch.completion_mask).sum(1)
+            main = main - beta * seq_kl.view_as(main).cpu()
+        adv, adv_metrics = compute_advantages(main, scored.shape, **cfg.advantage.model_dump())
+    with timer("train"):
+        train_metrics = update(run, batch, adv.flatten().to(run.device), mask,
+                               None if cfg.kl.in_reward else ref_logp, beta, T, step)
+    if run.reference is not None:
+        run.reference.update(run.policy, step)
+    run.engine.sync_weights(run.policy)
+
+    group_std = scored.raw.std(dim=1).mean().item()
+    run.group_size.update(step, group_std)
+    if run.adaptive_kl:
+        run.adaptive_kl.update(train_metrics.get("kl/mean", 0.0))
+    run.curriculum.observe(problems, scored.raw.mean(dim=1).tolist())
+
+    lengths = batch.completion_mask.sum(1)
+    nonzero = (adv.flatten().to(run.device).abs() > 0).float().view(-1, 1)
+    effective = int(((mask * nonzero).sum(1) > 0).sum())
+    run.tokens_generated += rollout.tokens_generated
+    run.tokens_trained += batch.tokens * cfg.loss.inner_updates
+    run.effective_samples += effective
+    return {
+        "reward/mean": scored.raw.mean().item(),
+        "reward/std": scored.raw.std().item(),
+        "reward/group_std": group_std,
+        "reward/zero_std_frac": (scored.raw.std(dim=1) == 0).float().mean().item(),
+        "reward/shaped_mean": (scored.main + scored.shape).mean().item(),
+        "format/ok_frac": scored.format_ok.float().mean().item(),
+        "diversity/unique_answer_ratio": unique_answer_ratio(scored.answers),
+        "length/mean": lengths.mean().item(),
+        "length/truncated_frac": sum(s == "length" for s in rollout.stop) / len(rollout.stop),
+        "mask/trained_token_frac": float(mask.sum() / batch.completion_mask.sum().clamp(min=1)),
+        "samples/effective": effective,
+        "samples/total": len(rollout.stop),
+        "samples/dropped_groups": dropped,
+        "sampling/group_size": G,
+        "sampling/temperature": T,
+        "kl/beta": beta,
+        "tokens/generated": rollout.tokens_generated,
+        "tokens/trained": batch.tokens,
+        **adv_metrics,
+        **train_metrics,
+        **run.curriculum.metrics(step),
+        **({"ref/drift": run.reference.drift(run.policy)} if run.reference is not None else {}),
+    }
+
+
+def update(run: Run, batch, adv, mask, ref_logp, beta: float, T: float, step: int) -> dict[str, float]:
+    """`inner_updates` optimizer steps on one batch. With one, old log-probs are the current
+    ones detached (the ratio is 1 but its gradient is the policy gradient)."""
+    cfg = run.cfg
+    for group in run.optimizer.param_groups:
+        group["lr"] = cfg.optim.lr * lr_factor(step, cfg.steps, cfg.optim)
+    old_logp = None
+    if cfg.loss.inner_updates > 1:
+        with torch.no_grad():
+            old_logp, _ = token_logprobs(run.policy, batch, T)
+    run.policy.train()
+    for _ in range(cfg.loss.inner_updates):
+        logp, entropy = token_logprobs(run.policy, batch, T, with_entropy=bool(cfg.loss.entropy_coef))
+        old = old_logp if old_logp is not None else logp.detach()
+        loss, metrics = policy_loss(logp, old, ref_logp, adv, mask, beta=beta, cfg=cfg.loss,
+                                    kl_estimator=cfg.kl.estimator, entropy=entropy, norm=cfg.sampling.max_new_tokens)
+        run.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        params = [p for p in run.policy.parameters() if p.requires_grad]
+        clip = cfg.optim.grad_clip if cfg.optim.grad_clip is not None else math.inf
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+        run.optimizer.step()
+    run.policy.eval()
+    with torch.no_grad():
+        if entropy is None:  # entropy of the sampled distribution, for monitoring only
+            _, entropy = token_logprobs(run.policy, batch, T, with_entropy=True)
+        cm = batch.completion_mask
+        metrics["entropy/mean"] = masked_mean(entropy, cm)
+        metrics["rollout/logprob_diff"] = masked_mean((logp.detach() - batch.engine_logp).abs(), cm)
+    metrics["train/grad_norm"] = grad_norm
+    metrics["train/lr"] = run.optimizer.param_groups[0]["lr"]
+    return metrics
+
+
+def train(cfg: RunConfig, out_dir: Path, on_step=None) -> dict:
+    """Run (or resume) one GRPO run; returns the summary also written to out_dir/summary.json."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    run = setup(cfg, out_dir)
+    timer = Timer()
+    timer.total.update(run.timing)
+    if run.base_eval is None:
+        with timer("eval"):
+            run.base_eval, _ = run.evaluate(step=-1)
+    log = checkpoint.MetricsLog(out_dir / "metrics.jsonl", keep_below=run.start_step)
+    for step in range(run.start_step, cfg.steps):
+        metrics = train_step(run, step, timer)
+        if (step + 1) % cfg.eval.every == 0 or step + 1 == cfg.steps:
+            with timer("eval"):
+                eval_metrics, examples = run.evaluate(step)
+            metrics.update(eval_metrics)
+            run.last_eval = eval_metrics
+            log.examples(step, examples)
+        metrics.update(timer.pop_step())
+        log.write(step, metrics)
+        if on_step:
+            on_step(step, metrics)
+        if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
+            run.timing = dict(timer.total)
+            checkpoint.save(run, step + 1, out_dir)
+    summary = run.summary(timer.total, time.perf_counter() - t_start)
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

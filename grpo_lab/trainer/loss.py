@@ -1,0 +1,113 @@
+"""The GRPO policy loss as pure functions: KL estimators, clipped surrogates, aggregation.
+
+Shapes: B sequences, T completion tokens (right-padded); `mask` [B, T] is 1 on trained tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") -> torch.Tensor:
+    """Per-token estimate of KL(pi || ref) from samples of pi; d = ref_logp - logp. [B,T] -> [B,T].
+
+    k1 = -d (unbiased, can be negative); k2 = d^2 / 2; k3 = exp(d) - d - 1 (unbiased, >= 0).
+    """
+    d = ref_logp - logp
+    if kind == "k1":
+        return -d
+    if kind == "k2":
+        return 0.5 * d.pow(2)
+    if kind == "k3":
+        return torch.expm1(d) - d
+    raise ValueError(f"unknown KL estimator {kind!r}; use k1, k2 or k3")
+
+
+def clipped_surrogate(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    adv: torch.Tensor,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    dual_clip: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO: L = -min(rho * A, clip(rho, 1 - e_lo, 1 + e_hi) * A), rho = exp(logp - old_logp).
+
+    clip_high > clip_low is DAPO's clip-higher. Dual clip (c > 1) bounds the loss of negative
+    advantages at -c * A. adv broadcasts to [B, T]. Returns (loss [B,T], clipped [B,T] bool).
+    """
+    ratio = torch.exp(logp - old_logp)
+    unclipped = ratio * adv
+    clipped = ratio.clamp(1 - clip_low, 1 + clip_high) * adv
+    loss = -torch.minimum(unclipped, clipped)
+    if dual_clip is not None:
+        loss = torch.where(adv < 0, torch.minimum(loss, -dual_clip * adv), loss)
+    return loss, (clipped < unclipped)
+
+
+def sequence_surrogate(
+    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
+    clip_low: float = 0.2, clip_high: float = 0.2,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sequence-weighted: one ratio per sequence, rho_s = exp(mean_t(logp - old_logp)).
+
+    L_s = -min(rho_s * A_s, clip(rho_s) * A_s), spread over the sequence's tokens so the same
+    aggregation applies. adv: [B, 1]. Returns (loss [B,T], clipped [B,T]).
+    """
+    n = mask.sum(dim=1, keepdim=True).clamp(min=1)
+    log_ratio = ((logp - old_logp) * mask).sum(dim=1, keepdim=True) / n
+    ratio = torch.exp(log_ratio)
+    unclipped, clipped = ratio * adv, ratio.clamp(1 - clip_low, 1 + clip_high) * adv
+    loss = -torch.minimum(unclipped, clipped)
+    return loss.expand_as(logp), (clipped < unclipped).expand_as(logp)
+
+
+def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str = "token_mean", norm: float = 1.0) -> torch.Tensor:
+    """Reduce per-token values [B,T] to a scalar; this choice is one ablation axis.
+
+    token_mean:     sum(x*m) / sum(m)                      (every token weighs the same; DAPO)
+    seq_mean:       mean_b( sum_t(x*m) / sum_t(m) )        (every sequence weighs the same; GRPO)
+    token_sum_norm: sum(x*m) / (B * norm)                  (Dr. GRPO: a constant, e.g. max tokens)
+    """
+    m = mask.to(x.dtype)
+    if mode == "token_mean":
+        return (x * m).sum() / m.sum().clamp(min=1)
+    if mode == "seq_mean":
+        per_seq = (x * m).sum(dim=1) / m.sum(dim=1).clamp(min=1)
+        return per_seq.mean()
+    if mode == "token_sum_norm":
+        return (x * m).sum() / (x.size(0) * norm)
+    raise ValueError(f"unknown aggregation {mode!r}; use token_mean, seq_mean or token_sum_norm")
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
+    m = mask.to(x.dtype)
+    return float((x * m).sum() / m.sum().clamp(min=1))
+
+
+def policy_loss(
+    logp, old_logp, ref_logp, adv, mask, *, beta: float, cfg, kl_estimator: str = "k3", entropy=None, norm: float = 1.0
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """GRPO objective: aggregate(surrogate + beta * KL - entropy_coef * H) over trained tokens.
+
+    logp, old_logp, ref_logp, mask, entropy: [B,T]; adv: [B] (one advantage per sequence).
+    ref_logp may be None when beta == 0 or when the KL is put in the reward instead.
+    """
+    a = adv[:, None]
+    if cfg.weighting == "sequence":
+        surr, clipped = sequence_surrogate(logp, old_logp, a, mask, cfg.clip_low, cfg.clip_high)
+    else:
+        surr, clipped = clipped_surrogate(logp, old_logp, a, cfg.clip_low, cfg.clip_high, cfg.dual_clip)
+    per_token = surr
+    metrics = {"loss/clip_frac": masked_mean(clipped.float(), mask)}
+    if ref_logp is not None:
+        kl = kl_estimate(logp, ref_logp, kl_estimator)
+        metrics["kl/mean"] = masked_mean(kl.detach(), mask)
+        if beta > 0:
+            per_token = per_token + beta * kl
+    if entropy is not None and cfg.entropy_coef:
+        per_token = per_token - cfg.entropy_coef * entropy
+    loss = aggregate(per_token, mask, cfg.aggregation, norm)
+    metrics["loss/policy"] = float(aggregate(surr.detach(), mask, cfg.aggregation, norm))
+    metrics["loss/total"] = float(loss.detach())
+    return loss, metrics

@@ -1,0 +1,107 @@
+"""Everything a run holds (model, engine, reference, optimizer, controllers) and how it is built."""
+
+from __future__ import annotations
+
+import platform
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from grpo_lab.config import RunConfig
+from grpo_lab.models import load_card, load_model
+from grpo_lab.rollout import make_engine
+from grpo_lab.tasks import make_task
+from grpo_lab.trainer import checkpoint
+from grpo_lab.trainer.curriculum import Curriculum
+from grpo_lab.trainer.evaluate import evaluate
+from grpo_lab.trainer.reference import Reference
+from grpo_lab.trainer.schedules import AdaptiveKL, GroupSize
+
+EVAL_SEED = 10_007  # test problems are the same for every run, whatever its seed
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+@dataclass
+class Run:
+    cfg: RunConfig
+    device: torch.device
+    tasks: dict
+    policy: torch.nn.Module
+    codec: object
+    engine: object
+    reference: Reference | None
+    optimizer: torch.optim.Optimizer
+    curriculum: Curriculum
+    group_size: GroupSize
+    adaptive_kl: AdaptiveKL | None
+    eval_problems: dict
+    start_step: int = 0
+    base_eval: dict | None = None
+    timing: dict = field(default_factory=dict)
+    tokens_generated: int = 0
+    tokens_trained: int = 0
+    effective_samples: int = 0
+    last_eval: dict = field(default_factory=dict)
+
+    def seed_for(self, step: int, round_: int = 0) -> int:
+        """Sampling seed of a step: a resumed run samples what the uninterrupted run would."""
+        return (self.cfg.seed * 1_000_003 + step * 101 + round_) % 2**31
+
+    def evaluate(self, step: int) -> tuple[dict, list]:
+        return evaluate(self.engine, self.codec, self.tasks, self.eval_problems, self.cfg.eval,
+                        self.cfg.sampling.max_new_tokens, seed=EVAL_SEED + max(step, 0))
+
+    def summary(self, timing: dict, wall: float) -> dict:
+        final = self.last_eval
+        return {
+            "run_id": self.cfg.run_id(),
+            "model": self.cfg.model, "task": self.cfg.tasks, "tricks": self.cfg.tricks, "seed": self.cfg.seed,
+            "steps": self.cfg.steps,
+            "base": self.base_eval, "final": final,
+            "delta_pass@1": final.get("eval/pass@1", 0.0) - (self.base_eval or {}).get("eval/pass@1", 0.0),
+            "wall_seconds": wall,
+            "phase_seconds": timing,
+            "tokens_generated": self.tokens_generated,
+            "tokens_trained": self.tokens_trained,
+            "effective_samples": self.effective_samples,
+            "device": str(self.device), "host": platform.node(),
+        }
+
+
+def needs_reference(cfg: RunConfig) -> bool:
+    return cfg.kl.beta > 0 or cfg.kl.schedule == "adaptive"
+
+
+def setup(cfg: RunConfig, out_dir: Path) -> Run:
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    device = pick_device(cfg.device)
+    card = load_card(cfg.model)
+    register = cfg.prompt_register or card.register
+    tasks = {n: make_task(n, register=register, data_path=cfg.data_path) for n in cfg.tasks}
+    dtype = getattr(torch, cfg.dtype)
+    policy, codec = load_model(card, list(tasks.values()), device, dtype)
+    policy.eval()
+    engine = make_engine(cfg.engine, policy, codec)
+    trainable = [p for p in policy.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay)
+    pool = min(max(cfg.steps * cfg.sampling.prompts_per_step, 256), 4096)
+    run = Run(
+        cfg=cfg, device=device, tasks=tasks, policy=policy, codec=codec, engine=engine,
+        reference=Reference(policy, cfg.reference) if needs_reference(cfg) else None,
+        optimizer=opt,
+        curriculum=Curriculum(list(tasks.values()), cfg.curriculum, cfg.steps, cfg.seed, cfg.difficulty, pool),
+        group_size=GroupSize(cfg.sampling),
+        adaptive_kl=AdaptiveKL(cfg.kl.beta, cfg.kl.target, cfg.kl.horizon) if cfg.kl.schedule == "adaptive" else None,
+        eval_problems={n: t.problems("test", cfg.eval.problems, seed=EVAL_SEED, difficulty=cfg.difficulty)
+                       for n, t in tasks.items()},
+    )
+    checkpoint.load(run, out_dir)
+    return run

@@ -1,0 +1,86 @@
+"""The trick catalog: named, documented config overrides read from experiments/tricks.yaml.
+
+A trick is data, not code: it names settings of the trainer's mechanisms. Applying a list of
+tricks deep-merges their overrides over the baseline, in order.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+
+DIMENSIONS = ("sampling", "advantage", "kl", "reward_shaping", "loss", "optimization")
+EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
+
+
+@dataclass(frozen=True)
+class Trick:
+    name: str
+    dimension: str
+    settings: dict
+    description: str
+    source: str = ""
+    signature: list = field(default_factory=list)  # metric keys where the trick shows in a run
+
+
+class SameDimensionWarning(UserWarning):
+    pass
+
+
+@lru_cache(maxsize=8)
+def load_catalog(path: str | None = None) -> dict[str, Trick]:
+    path = Path(path) if path else EXPERIMENTS / "tricks.yaml"
+    data, lines = load_yaml(path)
+    catalog: dict[str, Trick] = {}
+    for name, entry in (data or {}).get("tricks", {}).items():
+        where = f"{path}:{lines.get(('tricks', name), '?')}"
+        missing = {"dimension", "settings", "description"} - set(entry or {})
+        if missing:
+            raise ConfigError(f"{where}: trick '{name}' lacks {sorted(missing)}")
+        unknown = set(entry) - {"dimension", "settings", "description", "source", "signature"}
+        if unknown:
+            raise ConfigError(f"{where}: trick '{name}' has unknown keys {sorted(unknown)}")
+        if entry["dimension"] not in DIMENSIONS:
+            raise ConfigError(
+                f"{where}: trick '{name}' dimension '{entry['dimension']}' is not one of {DIMENSIONS}"
+                f"{suggest(entry['dimension'], DIMENSIONS)}"
+            )
+        catalog[name] = Trick(name=name, **entry)
+    return catalog
+
+
+def get_trick(name: str, source: str = "<config>") -> Trick:
+    catalog = load_catalog()
+    if name not in catalog:
+        raise ConfigError(
+            f"{source}: unknown trick '{name}'{suggest(name, catalog)}; `grpo-lab tricks` lists them"
+        )
+    return catalog[name]
+
+
+def same_dimension_pairs(names: list[str]) -> list[tuple[str, str, str]]:
+    """(dimension, trick_a, trick_b) for every two tricks that act on the same dimension."""
+    tricks = [get_trick(n) for n in names]
+    return [
+        (a.dimension, a.name, b.name)
+        for i, a in enumerate(tricks)
+        for b in tricks[i + 1 :]
+        if a.dimension == b.dimension
+    ]
+
+
+def apply_tricks(data: dict, source: str = "<config>") -> dict:
+    """Deep-merge each named trick's settings over the baseline `data`, in order (later wins)."""
+    from grpo_lab.config import deep_merge
+
+    names = list(data.get("tricks") or [])
+    merged = data
+    for name in names:
+        merged = deep_merge(merged, get_trick(name, source).settings)
+    for dim, a, b in same_dimension_pairs(names):
+        warnings.warn(f"{source}: tricks '{a}' and '{b}' both act on dimension '{dim}'", SameDimensionWarning)
+    return merged
