@@ -108,6 +108,7 @@ class OptimConfig(Strict):
     schedule: Literal["constant", "cosine"] = "constant"
     min_lr_frac: float = Field(0.1, ge=0, le=1)
     grad_clip: float | None = Field(1.0, gt=0)
+    micro_batch: int | None = Field(None, ge=1)  # rows per forward/backward; gradients accumulate
 
 
 class CurriculumConfig(Strict):

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_lab.models.tiny import TinySpec, load_tiny
 from grpo_lab.yamlio import ConfigError, load_yaml, suggest
@@ -16,13 +16,14 @@ CARDS = Path(__file__).resolve().parents[2] / "experiments" / "models"
 
 
 class ModelCard(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
     name: str
     kind: Literal["tiny", "smollm2", "hf"]
     path: str | None = None  # Hugging Face id or local folder (kind: hf)
-    register: Literal["compact", "natural"] = "natural"
+    prompt_register: Literal["compact", "natural"] = Field("natural", alias="register")
     params: int = 0  # parameter count, for the budget estimator
     gpus: int = 1  # devices one run of this model needs
+    cpu_threads: int | None = None  # torch threads on CPU; 1 for tiny models (sweeps run several at once)
     chat_template: bool = True
     tiny: TinySpec | None = None
     lora: dict | None = None
@@ -55,7 +56,7 @@ def load_model(card: ModelCard, tasks: list, device: torch.device, dtype: torch.
     elif card.kind == "smollm2":
         from grpo_lab.models.smollm import load_smollm2
 
-        model, codec = load_smollm2(cache_dir() / "smollm2-135m")
+        model, codec = load_smollm2(cache_dir())
     else:
         from grpo_lab.models.hf import LoraSpec, load_hf
 

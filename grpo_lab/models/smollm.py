@@ -31,7 +31,9 @@ EOS_TOKEN = "<|im_end|>"
 # eos the policy must learn to emit. <|endoftext|> never appears in chat, so it pads instead.
 PAD_TOKEN = "<|endoftext|>"
 _CHECK_PROMPT = "What is 2 + 3? Give only the number."
-_CHECK_ATOL = 1e-5
+# Logits reach ~40; a wrong or untied head is off by whole units, while kernel choice alone can
+# move fp32 logits by ~1e-4. The margin keeps the check about correctness, not rounding.
+_CHECK_ATOL = 1e-3
 
 
 def gguf_folder() -> Path:

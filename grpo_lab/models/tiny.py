@@ -23,7 +23,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 CHARS = "\n" + "".join(chr(c) for c in range(32, 127))
 SPECIALS = ("<pad>", "<eos>")
-FORMAT_VERSION = 1  # bump when the architecture or the warm-start recipe changes
+FORMAT_VERSION = 2  # bump when the architecture or the warm-start recipe changes
 
 
 class CharCodec:
@@ -56,9 +56,13 @@ class TinySpec(BaseModel):
     intermediate: int = 384
     max_positions: int = 128
     seed: int = 0
-    sft_steps: int = 150
+    sft_max_steps: int = 1500
     sft_batch: int = 64
     sft_lr: float = 3e-3
+    # Stop the warm-start once sampled (T=1) pass@1 on held-in train problems reaches this:
+    # low enough to leave GRPO headroom, high enough that groups are not all zero.
+    sft_target: float = 0.25
+    sft_check_every: int = 25
 
 
 def build(spec: TinySpec, codec: CharCodec) -> LlamaForCausalLM:
@@ -95,17 +99,34 @@ def supervised_batch(codec: CharCodec, pairs: list[tuple[str, str]]) -> tuple[to
     return ids, lab
 
 
-def warm_start(model: LlamaForCausalLM, codec: CharCodec, tasks: list, spec: TinySpec) -> list[float]:
-    """A short supervised stage on the tasks' train-split solutions; returns the loss curve."""
+def probe_pass_rate(model, codec: CharCodec, tasks: list, seed: int, n: int = 64, samples: int = 4) -> float:
+    """Mean reward of T=1 samples on train-split problems (the warm-start's stopping signal)."""
+    from grpo_lab.rollout.torch_engine import TorchEngine
+
+    engine = TorchEngine(model, codec.eos_id, codec.pad_id)
+    rewards = []
+    for task in tasks:
+        probs = task.problems("train", n, seed=seed + 1)
+        ro = engine.generate([codec.encode(p.prompt) for p in probs], samples, 1.0, 1.0, 16, seed=seed)
+        texts = [codec.decode([t for t in c if t != codec.eos_id]) for c in ro.completion_ids]
+        rewards += [s.reward for s in task.score([probs[g] for g in ro.group], texts)]
+    return sum(rewards) / len(rewards)
+
+
+def warm_start(model: LlamaForCausalLM, codec: CharCodec, tasks: list, spec: TinySpec) -> dict:
+    """Supervised steps on the tasks' train-split solutions until the probe pass rate reaches
+    spec.sft_target (or sft_max_steps). Returns the loss curve and probe history."""
+    torch.manual_seed(spec.seed)
     rng = random.Random(spec.seed)
-    n = spec.sft_steps * spec.sft_batch
-    pool = [p for t in tasks for p in t.problems("train", n // len(tasks) + 1, seed=spec.seed)]
-    rng.shuffle(pool)
+    per_task = spec.sft_check_every * spec.sft_batch // len(tasks) + 1
     opt = torch.optim.AdamW(model.parameters(), lr=spec.sft_lr, weight_decay=0.0)
-    losses = []
-    model.train()
-    for step in range(spec.sft_steps):
-        chunk = pool[step * spec.sft_batch : (step + 1) * spec.sft_batch]
+    losses, probes = [], []
+    for step in range(spec.sft_max_steps):
+        if step % spec.sft_check_every == 0:  # fresh problems for the next stretch of steps
+            pool = [p for t in tasks for p in t.problems("train", per_task, seed=spec.seed + 1000 + step)]
+            rng.shuffle(pool)
+        chunk = pool[(step % spec.sft_check_every) * spec.sft_batch :][: spec.sft_batch]
+        model.train()
         ids, lab = supervised_batch(codec, [(p.prompt, p.solution) for p in chunk])
         logits = model(input_ids=ids, attention_mask=(ids != codec.pad_id).long()).logits
         loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), lab[:, 1:].reshape(-1))
@@ -113,8 +134,13 @@ def warm_start(model: LlamaForCausalLM, codec: CharCodec, tasks: list, spec: Tin
         loss.backward()
         opt.step()
         losses.append(loss.item())
+        if (step + 1) % spec.sft_check_every == 0:
+            model.eval()
+            probes.append((step + 1, probe_pass_rate(model, codec, tasks, spec.seed)))
+            if probes[-1][1] >= spec.sft_target:
+                break
     model.eval()
-    return losses
+    return {"losses": losses, "probes": probes}
 
 
 def cache_key(spec: TinySpec, tasks: list) -> str:
@@ -132,12 +158,12 @@ def load_tiny(spec: TinySpec, tasks: list, cache_dir: Path) -> tuple[LlamaForCau
     if (folder / "config.json").exists():
         return LlamaForCausalLM.from_pretrained(folder).eval(), codec
     model = build(spec, codec)
-    losses = warm_start(model, codec, tasks, spec)
+    history = warm_start(model, codec, tasks, spec)
     folder.parent.mkdir(parents=True, exist_ok=True)
     # Write beside the target and rename, so a killed process never leaves a half-written cache.
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
     model.save_pretrained(tmp)
-    (tmp / "warm_start.json").write_text(json.dumps({"losses": losses, "spec": spec.model_dump()}))
+    (tmp / "warm_start.json").write_text(json.dumps({**history, "spec": spec.model_dump()}))
     try:
         os.replace(tmp, folder)
     except OSError:  # another process won the race; its copy is identical

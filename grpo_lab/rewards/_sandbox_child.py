@@ -33,6 +33,7 @@ _DENIED_EVENTS = frozenset({
     "os.truncate", "os.chmod", "os.chown", "os.link", "os.symlink", "os.chdir",
     "os.chroot", "os.utime", "os.setxattr", "os.removexattr", "os.putenv", "os.unsetenv",
     "resource.setrlimit", "resource.prlimit", "sys.addaudithook",
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents",  # could reach the hook
     "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata", "ctypes.call_function",
     "mmap.__new__",
 })
@@ -92,36 +93,44 @@ def _disable_network_and_threads() -> None:
         setattr(socket, name, _refuse)
 
 
-def _may_write(path, mode, root: str) -> bool:
-    """True iff an ``open`` for writing stays inside ``root``.
-
-    File descriptors are refused (one of them is the result pipe). ``os.open`` (mode None)
-    may carry a ``dir_fd`` that the event does not show, so there only absolute paths count.
-    """
-    if isinstance(path, int):
-        return False
-    name = os.fsdecode(path)
-    if mode is None and not os.path.isabs(name):
-        return False
-    real = os.path.realpath(name)
-    return real == root or real.startswith(root + os.sep)
-
-
 def _make_audit_hook(root: str):
-    root = os.path.realpath(root)
+    """The audit hook that guards the host; ``root`` must be a canonical absolute path.
+
+    Everything the hook relies on is captured here, before user code runs, because user
+    code can rebind module attributes and builtins (``os.path.realpath``, ``type``, ...).
+    """
+    denied, denied_imports, write_flags = _DENIED_EVENTS, _DENIED_IMPORTS, _WRITE_FLAGS
+    exact_type, refusal = type, PermissionError
+    split, join, startswith, decode = str.split, str.join, str.startswith, bytes.decode
+
+    def may_write(path, absolute_only: bool) -> bool:
+        # Only exact str/bytes: a file descriptor could be the result pipe, and a PathLike
+        # or str subclass could name one file here and another when the file is opened.
+        if exact_type(path) is bytes:
+            path = decode(path, "utf-8", "surrogateescape")
+        if exact_type(path) is not str or (absolute_only and not startswith(path, "/")):
+            return False
+        # Lexical resolution is enough: symlink and hard-link creation are refused, so no
+        # link inside root can lead out of it, and the working directory cannot change.
+        parts: list = []
+        for part in split(path if startswith(path, "/") else root + "/" + path, "/"):
+            if part == "..":
+                parts[-1:] = []
+            elif part not in ("", "."):
+                parts += [part]
+        return startswith("/" + join("/", parts) + "/", root + "/")
 
     def hook(event: str, args: tuple) -> None:
-        if event in _DENIED_EVENTS:
-            raise PermissionError(f"sandbox refuses {event}")
-        if event == "import" and args[0].split(".")[0] in _DENIED_IMPORTS:
-            raise PermissionError(f"sandbox refuses importing {args[0]}")
-        if event == "open":
-            path, mode, flags = args
-            writing = bool(flags & _WRITE_FLAGS) or (mode is not None and any(c in mode for c in "wax+"))
-            if writing and not _may_write(path, mode, root):
-                raise PermissionError(f"sandbox refuses writing {path!r}")
-        elif event == "os.mkdir" and not _may_write(args[0], "w", root):
-            raise PermissionError(f"sandbox refuses mkdir {args[0]!r}")
+        if event in denied:
+            raise refusal(f"sandbox refuses {event}")
+        if event == "import" and split(args[0], ".")[0] in denied_imports:
+            raise refusal(f"sandbox refuses importing {args[0]}")
+        # os.open reports mode None and may carry a dir_fd the event does not show, so
+        # there a relative path cannot be resolved: only absolute paths may be written.
+        if event == "open" and args[2] & write_flags and not may_write(args[0], args[1] is None):
+            raise refusal("sandbox refuses writing outside its directory")
+        if event == "os.mkdir" and not may_write(args[0], False):
+            raise refusal("sandbox refuses mkdir outside its directory")
 
     return hook
 
@@ -171,9 +180,11 @@ def main() -> None:
     clean_builtins = dict(builtins.__dict__)
     recursion = sys.getrecursionlimit()
     signal.signal(signal.SIGALRM, _on_alarm)
+    # Over-long writes then fail with an error in the program instead of killing the child.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     _limit(cfg["memory_mb"], cfg["cpu_s"])
     _disable_network_and_threads()
-    sys.addaudithook(_make_audit_hook(root))
+    sys.addaudithook(_make_audit_hook(os.path.realpath(root)))
     for index, code, tests in cfg["jobs"]:
         write(fd, f"S {index}\n".encode())
         try:

@@ -21,18 +21,16 @@ _FRAC_RE = re.compile(r"^\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}$")
 _WORD_RE = re.compile(r"[A-Za-z]+")
 
 
-def extract_tagged(text: str, tag: str = "answer") -> str | None:
-    """Content of the last ``<tag>...</tag>``; an unclosed final tag runs to the end of text.
+def extract_tagged(text: str) -> str | None:
+    """Content of the last ``<answer>...</answer>``; an unclosed final tag runs to the end.
 
     The last tag wins because models often restate a draft answer before the final one;
     unclosed tags are accepted because generation may stop at the length limit.
     """
-    pattern = _TAG_RE if tag == "answer" else re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL | re.I)
-    found = pattern.findall(text)
+    found = _TAG_RE.findall(text)
     if found:
         return found[-1].strip()
-    opener = _OPEN_TAG_RE if tag == "answer" else re.compile(rf"<{tag}>", re.I)
-    starts = list(opener.finditer(text))
+    starts = list(_OPEN_TAG_RE.finditer(text))
     return text[starts[-1].end() :].strip() if starts else None
 
 
@@ -80,7 +78,7 @@ def normalize_number(text: str | None) -> str | None:
     """
     if text is None:
         return None
-    s = text.strip().replace(",", "").replace("$", "").replace("\\$", "").replace(" ", "")
+    s = text.strip().replace(",", "").replace("\\$", "").replace("$", "")
     s = s.rstrip(".").removesuffix("%").removesuffix("\\%")
     frac = _FRAC_RE.match(s)
     if frac:

@@ -8,9 +8,12 @@ blamed (it keeps the tests it had already passed) and the rest are re-run in a n
 so one bad program cannot zero the others.
 
 What the sandbox guards is the host: no network, no writes outside a fresh temporary
-working directory, no deletion, no new processes, bounded memory, CPU and wall time. It
-does not make a program's own score tamper-proof: code running in the child can always
-fake its own tests (e.g. return an object whose ``__eq__`` is always true). Running the
+working directory, no deletion, no new processes or threads, bounded memory, CPU, file size
+and wall time. The child runs ``python -I -S``: only the standard library is importable,
+which is all MBPP-style code needs and keeps heavy imports out of the memory limit. It is
+not a tamper-proof judge: code running in the child can fake its own tests (return an
+object whose ``__eq__`` is always true) and, knowing the progress protocol, write lines for
+its batch-mates; no model is likely to find that, but an adversarial one could. Running the
 trainer as root weakens the file-system guard to the audit hook alone, since root ignores
 file permissions and RLIMIT_NPROC.
 """
@@ -80,8 +83,7 @@ def run_tests(
     pending = [i for i, (_, tests) in enumerate(programs) if tests]
     while pending:
         out = _run_child(programs, pending, timeout_s, memory_mb)
-        passed_now = {**out.passed}
-        for i, k in passed_now.items():
+        for i, k in out.passed.items():
             passed[i] = k
         done = out.finished | ({out.running} if out.running is not None else set())
         pending = [i for i in pending if i not in done]
@@ -157,7 +159,7 @@ def _watch(read_fd: int, out: _Outcome, limits: dict[int, int], timeout_s: float
     deadline = time.monotonic() + _STARTUP_S
     buffer = b""
     while (left := deadline - time.monotonic()) > 0:
-        if not poller.poll(left * 1000):
+        if not poller.poll(int(left * 1000) + 1):
             continue
         chunk = os.read(read_fd, 65536)
         if not chunk:

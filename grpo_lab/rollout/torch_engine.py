@@ -69,37 +69,39 @@ class TorchEngine:
         gen = torch.Generator(device=device)
         gen.manual_seed(seed if seed is not None else torch.seed() % 2**31)
         rows = [p for p in prompts for _ in range(n)]
-        ids, mask = left_pad(rows, self.pad_id, device)
         was_training = self.model.training
         self.model.eval()
         try:
-            step = self._fast_loop if self.fast else self._hf_loop
-            out, lps, stops = step(ids, mask, temperature, top_p, max_new_tokens, gen)
+            if self.fast:  # prefill each prompt once, then share its KV cache across the group
+                ids, mask = left_pad(prompts, self.pad_id, device)
+                out, lps, stops = self._fast_loop(ids, mask, n, temperature, top_p, max_new_tokens, gen)
+            else:
+                ids, mask = left_pad(rows, self.pad_id, device)
+                out, lps, stops = self._hf_loop(ids, mask, temperature, top_p, max_new_tokens, gen)
         finally:
             self.model.train(was_training)
         group = [i for i in range(len(prompts)) for _ in range(n)]
         return Rollout(rows, out, lps, stops, group)
 
-    def _fast_loop(self, ids, mask, temperature, top_p, max_new, gen):
+    def _fast_loop(self, ids, mask, n, temperature, top_p, max_new, gen):
         dec = self.model.get_decoder()
         cfg = self.model.config
-        B, P = ids.shape
-        layers = dec.layers
-        attn0 = layers[0].self_attn
+        U, P = ids.shape
+        B = U * n
         hkv = cfg.num_key_value_heads
-        hd = getattr(attn0, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
-        dtype = dec.embed_tokens.weight.dtype
-        kc = torch.empty(len(layers), B, hkv, P + max_new, hd, dtype=dtype, device=ids.device)
+        hd = getattr(dec.layers[0].self_attn, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
+        kc = torch.empty(len(dec.layers), U, hkv, P + max_new, hd, dtype=dec.embed_tokens.weight.dtype, device=ids.device)
         vc = torch.empty_like(kc)
-        valid = torch.zeros(B, P + max_new, dtype=torch.bool, device=ids.device)
-        valid[:, :P] = mask
         pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
         causal = torch.ones(P, P, dtype=torch.bool, device=ids.device).tril()
         # Padded query rows attend to themselves so the softmax is never over an empty set.
         attn_mask = (causal & mask[:, None, :]) | torch.eye(P, dtype=torch.bool, device=ids.device)
         h = self._forward(dec, ids, pos, kc, vc, 0, attn_mask[:, None])
-        logits = self.model.lm_head(dec.norm(h[:, -1]))
-        next_pos = pos[:, -1] + 1
+        logits = self.model.lm_head(dec.norm(h[:, -1])).repeat_interleave(n, dim=0)
+        kc, vc = kc.repeat_interleave(n, dim=1), vc.repeat_interleave(n, dim=1)
+        valid = torch.zeros(B, P + max_new, dtype=torch.bool, device=ids.device)
+        valid[:, :P] = mask.repeat_interleave(n, dim=0)
+        next_pos = pos[:, -1].repeat_interleave(n) + 1
         alive = torch.arange(B, device=ids.device)
         out = [[] for _ in range(B)]
         lps = [[] for _ in range(B)]

@@ -28,6 +28,16 @@ class Batch:
     def tokens(self) -> int:
         return int(self.attention_mask.sum())
 
+    def rows(self, sl: slice) -> "Batch":
+        """A micro-batch of rows, trimmed to its own widest prompt and completion."""
+        att = self.attention_mask[sl]
+        P = self.prompt_width
+        first = int((att[:, :P].sum(0) > 0).nonzero().min()) if P else 0
+        C = max(1, int(self.completion_mask[sl].sum(1).max()))
+        cols = slice(first, P + C)
+        return Batch(self.input_ids[sl, cols], att[:, cols], self.position_ids[sl, cols], P - first,
+                     self.completion[sl, :C], self.completion_mask[sl, :C], self.engine_logp[sl, :C])
+
 
 def build_batch(rollout: Rollout, pad_id: int, device) -> Batch:
     B = len(rollout.prompt_ids)
@@ -48,9 +58,10 @@ def build_batch(rollout: Rollout, pad_id: int, device) -> Batch:
                  cmask.to(device), elogp.to(device))
 
 
-def token_logprobs(model, batch: Batch, temperature: float, with_entropy: bool = False):
+def token_logprobs(model, batch: Batch, temperature: float, entropy: str = "none"):
     """log pi(c_t | prompt, c_<t) / T-tempered for every completion token: [B, C] (and entropy [B, C]).
 
+    entropy: "none"; "monitor" (no gradient, from the same logits: no second forward); "grad".
     The LM head runs only on the positions that predict completion tokens, which saves the
     vocabulary projection over the prompt.
     """
@@ -62,10 +73,13 @@ def token_logprobs(model, batch: Batch, temperature: float, with_entropy: bool =
     logits = head(hidden[:, P - 1 : P + C - 1]).float() / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, batch.completion[..., None]).squeeze(-1)
-    entropy = None
-    if with_entropy:
-        entropy = -(logp_all.exp() * logp_all).sum(-1)
-    return logp, entropy
+    ent = None
+    if entropy == "grad":
+        ent = -(logp_all.exp() * logp_all).sum(-1)
+    elif entropy == "monitor":
+        with torch.no_grad():
+            ent = -(logp_all.exp() * logp_all).sum(-1)
+    return logp, ent
 
 
 FENCE = re.compile(r"```[a-zA-Z0-9_+-]*\n(.*?)(```|$)", re.S)

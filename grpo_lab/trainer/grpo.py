@@ -90,6 +90,17 @@ def merge(parts, codec):
     return Rollout(**cols), Scored(stack(main), stack(shape), stack(raw), stack(fmt), answers, texts)
 
 
+def micro_batches(batch, size: int | None) -> list[slice]:
+    B = batch.input_ids.size(0)
+    size = size or B
+    return [slice(i, min(i + size, B)) for i in range(0, B, size)]
+
+
+@torch.no_grad()
+def logprobs_by_part(model, parts, T: float) -> list[torch.Tensor]:
+    return [token_logprobs(model, part, T)[0] for part in parts]
+
+
 def train_step(run: Run, step: int, timer: Timer) -> dict[str, float]:
     cfg = run.cfg
     progress = step / max(cfg.steps - 1, 1)
@@ -99,22 +110,23 @@ def train_step(run: Run, step: int, timer: Timer) -> dict[str, float]:
     with timer("rollout"):
         problems, rollout, scored, dropped = sample_groups(run, step, G, T, progress)
         batch = build_batch(rollout, run.codec.pad_id, run.device)
+        slices = micro_batches(batch, cfg.optim.micro_batch)
+        parts = [batch.rows(sl) for sl in slices]
     with timer("reference"):
-        ref_logp = None
-        if run.reference is not None:
-            with torch.no_grad():
-                ref_logp, _ = token_logprobs(run.reference.model, batch, T)
+        ref_logp = logprobs_by_part(run.reference.model, parts, T) if run.reference is not None else None
     mask = loss_mask(batch, scored, rollout, run.codec, cfg)
     with timer("advantage"):
         main = scored.main
         if cfg.kl.in_reward and ref_logp is not None:
-            with torch.no_grad():
-                old, _ = token_logprobs(run.policy, batch, T)
-            seq_kl = (kl_estimate(old, ref_logp, cfg.kl.estimator) * batch.completion_mask).sum(1)
+            old = logprobs_by_part(run.policy, parts, T)
+            seq_kl = torch.cat([(kl_estimate(o, r, cfg.kl.estimator) * p.completion_mask).sum(1)
+                                for o, r, p in zip(old, ref_logp, parts)])
             main = main - beta * seq_kl.view_as(main).cpu()
         adv, adv_metrics = compute_advantages(main, scored.shape, **cfg.advantage.model_dump())
+    adv = adv.flatten().to(run.device)
     with timer("train"):
-        train_metrics = update(run, batch, adv.flatten().to(run.device), mask,
+        masks = [mask[sl, : p.completion.size(1)] for sl, p in zip(slices, parts)]
+        train_metrics = update(run, parts, [adv[sl] for sl in slices], masks,
                                None if cfg.kl.in_reward else ref_logp, beta, T, step)
     if run.reference is not None:
         run.reference.update(run.policy, step)
@@ -127,8 +139,7 @@ def train_step(run: Run, step: int, timer: Timer) -> dict[str, float]:
     run.curriculum.observe(problems, scored.raw.mean(dim=1).tolist())
 
     lengths = batch.completion_mask.sum(1)
-    nonzero = (adv.flatten().to(run.device).abs() > 0).float().view(-1, 1)
-    effective = int(((mask * nonzero).sum(1) > 0).sum())
+    effective = int(((mask.sum(1) > 0) & (adv.abs() > 0)).sum())
     run.tokens_generated += rollout.tokens_generated
     run.tokens_trained += batch.tokens * cfg.loss.inner_updates
     run.effective_samples += effective
@@ -158,38 +169,52 @@ def train_step(run: Run, step: int, timer: Timer) -> dict[str, float]:
     }
 
 
-def update(run: Run, batch, adv, mask, ref_logp, beta: float, T: float, step: int) -> dict[str, float]:
-    """`inner_updates` optimizer steps on one batch. With one, old log-probs are the current
-    ones detached (the ratio is 1 but its gradient is the policy gradient)."""
+def part_weights(parts, masks, mode: str) -> list[float]:
+    """Weights that make the sum over micro-batches of aggregate(part) equal aggregate(batch)."""
+    if mode == "token_mean":
+        sizes = [float(m.sum()) for m in masks]
+    else:  # seq_mean and token_sum_norm average over rows
+        sizes = [float(p.input_ids.size(0)) for p in parts]
+    total = sum(sizes) or 1.0
+    return [s / total for s in sizes]
+
+
+def update(run: Run, parts, advs, masks, ref_logp, beta: float, T: float, step: int) -> dict[str, float]:
+    """`inner_updates` optimizer steps on one batch, gradients accumulated over micro-batches.
+    With one update, old log-probs are the current ones detached (ratio 1, policy gradient)."""
     cfg = run.cfg
     for group in run.optimizer.param_groups:
         group["lr"] = cfg.optim.lr * lr_factor(step, cfg.steps, cfg.optim)
-    old_logp = None
-    if cfg.loss.inner_updates > 1:
-        with torch.no_grad():
-            old_logp, _ = token_logprobs(run.policy, batch, T)
+    old_logp = logprobs_by_part(run.policy, parts, T) if cfg.loss.inner_updates > 1 else None
+    weights = part_weights(parts, masks, cfg.loss.aggregation)
+    params = [p for p in run.policy.parameters() if p.requires_grad]
+    clip = cfg.optim.grad_clip if cfg.optim.grad_clip is not None else math.inf
+    ent_mode = "grad" if cfg.loss.entropy_coef else "monitor"
     run.policy.train()
-    for _ in range(cfg.loss.inner_updates):
-        logp, entropy = token_logprobs(run.policy, batch, T, with_entropy=bool(cfg.loss.entropy_coef))
-        old = old_logp if old_logp is not None else logp.detach()
-        loss, metrics = policy_loss(logp, old, ref_logp, adv, mask, beta=beta, cfg=cfg.loss,
-                                    kl_estimator=cfg.kl.estimator, entropy=entropy, norm=cfg.sampling.max_new_tokens)
+    for inner in range(cfg.loss.inner_updates):
         run.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        params = [p for p in run.policy.parameters() if p.requires_grad]
-        clip = cfg.optim.grad_clip if cfg.optim.grad_clip is not None else math.inf
+        metrics: dict[str, float] = {}
+        for i, (part, adv, mask, w) in enumerate(zip(parts, advs, masks, weights)):
+            logp, entropy = token_logprobs(run.policy, part, T, entropy=ent_mode)
+            old = old_logp[i] if old_logp is not None else logp.detach()
+            loss, m = policy_loss(logp, old, ref_logp[i] if ref_logp else None, adv, mask, beta=beta,
+                                  cfg=cfg.loss, kl_estimator=cfg.kl.estimator, entropy=entropy,
+                                  norm=cfg.sampling.max_new_tokens)
+            (loss * w).backward()
+            if inner == 0:  # monitoring is about the sampled policy, before any update
+                m["entropy/mean"] = masked_mean(entropy.detach(), part.completion_mask)
+                m["rollout/logprob_diff"] = masked_mean((logp.detach() - part.engine_logp).abs(), part.completion_mask)
+            for k, v in m.items():
+                metrics[k] = metrics.get(k, 0.0) + w * v
+        if inner == 0:
+            first = metrics
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
         run.optimizer.step()
     run.policy.eval()
-    with torch.no_grad():
-        if entropy is None:  # entropy of the sampled distribution, for monitoring only
-            _, entropy = token_logprobs(run.policy, batch, T, with_entropy=True)
-        cm = batch.completion_mask
-        metrics["entropy/mean"] = masked_mean(entropy, cm)
-        metrics["rollout/logprob_diff"] = masked_mean((logp.detach() - batch.engine_logp).abs(), cm)
-    metrics["train/grad_norm"] = grad_norm
-    metrics["train/lr"] = run.optimizer.param_groups[0]["lr"]
-    return metrics
+    first.update({k: v for k, v in metrics.items() if k.startswith("loss/")})
+    first["train/grad_norm"] = grad_norm
+    first["train/lr"] = run.optimizer.param_groups[0]["lr"]
+    return first
 
 
 def train(cfg: RunConfig, out_dir: Path, on_step=None) -> dict:

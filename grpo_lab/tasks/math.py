@@ -1,0 +1,142 @@
+"""Arithmetic: bare expressions for tiny character models, word problems for instruct LLMs.
+
+Compact levels (prompt -> solution): 0 "3+4=" -> "7"; 1 "3-4+2=" -> "1"; 2 "3+4-2+5=" -> "10"
+or "3*4+2=" -> "14". Every number in a prompt is one digit because a ~1M-parameter char
+model learns sums of one-digit numbers quickly but barely learns two-digit addition.
+Natural levels: 0 "What is a + b?" (a, b <= 10); 1 one-step word problems; 2 two-step word
+problems; the answer goes inside <answer></answer> tags.
+
+Data files use GSM8K's format: ``question`` and ``answer`` whose last line is ``#### N``
+(a bare number is accepted too); see ``_common`` for how records are split.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from grpo_lab.rewards.extract import extract_hash, extract_number, normalize_number
+from grpo_lab.rewards.format import has_answer_tags, has_boxed, is_integer
+from grpo_lab.tasks._common import BaseTask, Draft, content_id
+from grpo_lab.tasks.base import Problem, Score
+
+_INSTRUCTION = "Give the final answer as a number inside <answer></answer> tags."
+_NAMES = ("Tom", "Mia", "Sam", "Ana", "Leo", "Zoe", "Ben", "Ivy")
+_ITEMS = ("apples", "pencils", "marbles", "books", "cookies", "stickers")
+_CALCULATOR_RE = re.compile(r"<<[^>]*>>")  # GSM8K's calculator annotations
+
+
+def _signed_terms(rng: random.Random, count: int) -> str:
+    """``count`` one-digit terms joined by random + and - signs, e.g. "3-4+2"."""
+    text = str(rng.randint(0, 9))
+    for _ in range(count - 1):
+        text += rng.choice("+-") + str(rng.randint(0, 9))
+    return text
+
+
+def _evaluate(expression: str) -> int:
+    """Value of a + - * expression over integers (our own generated text, never user input)."""
+    total = 0
+    for sign, term in re.findall(r"([+-]?)([\d*]+)", expression):
+        product = 1
+        for factor in term.split("*"):
+            product *= int(factor)
+        total += -product if sign == "-" else product
+    return total
+
+
+def compact_draft(rng: random.Random, level: int) -> Draft:
+    """A one-digit arithmetic expression; the completion is its value."""
+    if level == 0:
+        expression = f"{rng.randint(0, 9)}+{rng.randint(0, 9)}"
+    elif level == 1:
+        expression = _signed_terms(rng, 3)
+    elif rng.random() < 0.5:
+        expression = _signed_terms(rng, 4)
+    else:
+        expression = f"{rng.randint(2, 5)}*{rng.randint(2, 5)}{rng.choice('+-')}{rng.randint(0, 9)}"
+    value = str(_evaluate(expression))
+    return Draft(expression, f"{expression}=", value, value, level)
+
+
+def _one_step(rng: random.Random, name: str, item: str) -> tuple[str, str, int]:
+    kind = rng.choice(("more", "away", "bags"))
+    if kind == "more":
+        a, b = rng.randint(2, 20), rng.randint(2, 20)
+        text = f"{name} has {a} {item} and gets {b} more. How many {item} does {name} have now?"
+        return text, f"{a} + {b} = {a + b}", a + b
+    if kind == "away":
+        a = rng.randint(5, 20)
+        b = rng.randint(1, a - 1)
+        text = f"{name} has {a} {item} and gives {b} away. How many {item} are left?"
+        return text, f"{a} - {b} = {a - b}", a - b
+    a, b = rng.randint(2, 9), rng.randint(2, 9)
+    text = f"There are {a} bags with {b} {item} in each bag. How many {item} are there in total?"
+    return text, f"{a} * {b} = {a * b}", a * b
+
+
+def _two_step(rng: random.Random, name: str, item: str) -> tuple[str, str, int]:
+    kind = rng.choice(("buy_give", "packs", "share"))
+    if kind == "buy_give":
+        a, b = rng.randint(2, 15), rng.randint(2, 15)
+        c = rng.randint(1, a + b - 1)
+        text = (f"{name} has {a} {item}, buys {b} more, then gives {c} to a friend. "
+                f"How many {item} does {name} have now?")
+        return text, f"{a} + {b} = {a + b}, {a + b} - {c} = {a + b - c}", a + b - c
+    if kind == "packs":
+        a, b, c = rng.randint(2, 6), rng.randint(2, 9), rng.randint(1, 10)
+        text = (f"{name} buys {a} packs of {item} with {b} in each pack and already had {c}. "
+                f"How many {item} does {name} have in total?")
+        return text, f"{a} * {b} = {a * b}, {a * b} + {c} = {a * b + c}", a * b + c
+    a, b, c = rng.randint(2, 9), rng.randint(2, 5), rng.randint(1, 9)
+    text = (f"{name} puts {a * b} {item} into {b} boxes, the same number in each box, then adds "
+            f"{c} more to one box. How many {item} are in that box now?")
+    return text, f"{a * b} / {b} = {a}, {a} + {c} = {a + c}", a + c
+
+
+def natural_draft(rng: random.Random, level: int) -> Draft:
+    """A word problem; the solution shows the arithmetic, then the tagged answer."""
+    if level == 0:
+        a, b = rng.randint(1, 10), rng.randint(1, 10)
+        text, work, value = f"What is {a} + {b}?", f"{a} + {b} = {a + b}", a + b
+    else:
+        make = _one_step if level == 1 else _two_step
+        text, work, value = make(rng, rng.choice(_NAMES), rng.choice(_ITEMS))
+    prompt = f"{text} {_INSTRUCTION}"
+    return Draft(content_id(prompt), prompt, str(value), f"{work}\n<answer>{value}</answer>", level)
+
+
+class MathTask(BaseTask):
+    """Arithmetic with exact-match reward on the normalised final number."""
+
+    name = "math"
+
+    def _draft(self, rng: random.Random, level: int) -> Draft:
+        return (compact_draft if self.register == "compact" else natural_draft)(rng, level)
+
+    def _record_draft(self, record: dict) -> Draft:
+        question, answer = str(record["question"]).strip(), str(record["answer"])
+        raw = extract_hash(answer)
+        target = normalize_number(raw if raw is not None else answer)
+        if target is None:
+            raise ValueError(f"math record has no numeric answer: {answer[-80:]!r}")
+        if self.register == "compact":
+            prompt, solution = question, target
+        else:
+            prompt = f"{question}\n{_INSTRUCTION}"
+            work = _CALCULATOR_RE.sub("", answer.split("####")[0]).strip()
+            solution = f"{work}\n<answer>{target}</answer>".lstrip()
+        return Draft(content_id(question), prompt, target, solution, int(record.get("difficulty", 0)))
+
+    def score(self, problems: list[Problem], completions: list[str]) -> list[Score]:
+        """Reward 1.0 iff the extracted number equals the target; format is reported apart."""
+        scores = []
+        for problem, completion in zip(problems, completions, strict=True):
+            answer = extract_number(completion)
+            correct = float(answer is not None and answer == normalize_number(str(problem.target)))
+            if self.register == "compact":
+                format_ok = is_integer(completion)
+            else:
+                format_ok = has_answer_tags(completion) or has_boxed(completion)
+            scores.append(Score(correct, format_ok, answer, {"correct": correct, "format": float(format_ok)}))
+        return scores
