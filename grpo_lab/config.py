@@ -132,7 +132,8 @@ class RunConfig(Strict):
     model: str = "tiny"
     task: str | list[str] = "math"
     prompt_register: Literal["compact", "natural"] | None = None  # None: the model card's register
-    difficulty: int | None = None
+    difficulty: int | None = None  # train and test on one level only
+    levels: int | None = Field(None, ge=1)  # use levels 0..levels-1 of the task (None: all)
     data_path: str | None = None
     seed: int = 0
     steps: int = Field(100, ge=1)

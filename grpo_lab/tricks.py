@@ -25,6 +25,7 @@ class Trick:
     description: str
     source: str = ""
     signature: list = field(default_factory=list)  # metric keys where the trick shows in a run
+    needs: dict = field(default_factory=dict)  # run settings under which the signature can show
 
 
 class SameDimensionWarning(UserWarning):
@@ -41,7 +42,7 @@ def load_catalog(path: str | None = None) -> dict[str, Trick]:
         missing = {"dimension", "settings", "description"} - set(entry or {})
         if missing:
             raise ConfigError(f"{where}: trick '{name}' lacks {sorted(missing)}")
-        unknown = set(entry) - {"dimension", "settings", "description", "source", "signature"}
+        unknown = set(entry) - {"dimension", "settings", "description", "source", "signature", "needs"}
         if unknown:
             raise ConfigError(f"{where}: trick '{name}' has unknown keys {sorted(unknown)}")
         if entry["dimension"] not in DIMENSIONS:

@@ -35,7 +35,7 @@ def cache_dir() -> Path:
 
 def load_card(name: str) -> ModelCard:
     """The card named `name`; a name with no card is taken as a Hugging Face id or local path."""
-    path = CARDS / f"{name}.yaml"
+    path = Path(name) if name.endswith((".yaml", ".yml")) else CARDS / f"{name}.yaml"
     if path.exists():
         data, _ = load_yaml(path)
         try:

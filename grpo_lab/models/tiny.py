@@ -145,7 +145,7 @@ def warm_start(model: LlamaForCausalLM, codec: CharCodec, tasks: list, spec: Tin
 
 def cache_key(spec: TinySpec, tasks: list) -> str:
     blob = json.dumps(
-        {"spec": spec.model_dump(), "tasks": sorted(f"{t.name}/{t.register}/{t.levels}" for t in tasks), "v": FORMAT_VERSION},
+        {"spec": spec.model_dump(), "tasks": sorted(f"{t.name}/{t.register}/{t.levels}/{t.difficulty}/{t.data_path}" for t in tasks), "v": FORMAT_VERSION},
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:12]

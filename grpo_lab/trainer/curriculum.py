@@ -2,7 +2,8 @@
 
 Arms are (task, difficulty) pairs. Every group is task-homogeneous by construction: one group
 is G samples of one problem. Adaptive sampling up-weights arms whose recent mean reward is below
-the threshold and down-weights those above it; two-stage switches to the uniform mix after
+the threshold and down-weights those above it, smoothly (weight boost**x, x in [-1, 1] the
+arm's distance below the threshold relative to it); two-stage switches to the uniform mix after
 `switch_frac` of the steps, so the final task mix is not skewed.
 """
 
@@ -37,9 +38,10 @@ class Curriculum:
         for arm, hist in self.recent.items():
             if not hist:
                 out[arm] = 1.0
-            else:
+            else:  # boost ** ((threshold - mean) / threshold), kept within [1/boost, boost]
                 mean = sum(hist) / len(hist)
-                out[arm] = self.cfg.boost if mean < self.cfg.threshold else 1.0 / self.cfg.boost
+                x = max(-1.0, min(1.0, (self.cfg.threshold - mean) / max(self.cfg.threshold, 1e-9)))
+                out[arm] = self.cfg.boost ** x
         return out
 
     def sample(self, step: int, n: int) -> list[Problem]:

@@ -213,6 +213,7 @@ def update(run: Run, parts, advs, masks, ref_logp, beta: float, T: float, step: 
     run.policy.eval()
     first.update({k: v for k, v in metrics.items() if k.startswith("loss/")})
     first["train/grad_norm"] = grad_norm
+    first["train/grad_clip"] = cfg.optim.grad_clip or 0.0
     first["train/lr"] = run.optimizer.param_groups[0]["lr"]
     return first
 

@@ -87,7 +87,9 @@ def setup(cfg: RunConfig, out_dir: Path) -> Run:
     if device.type == "cpu" and card.cpu_threads:
         torch.set_num_threads(card.cpu_threads)
     register = cfg.prompt_register or card.prompt_register
-    tasks = {n: make_task(n, register=register, data_path=cfg.data_path) for n in cfg.tasks}
+    extra = {"levels": cfg.levels} if cfg.levels else {}
+    tasks = {n: make_task(n, register=register, data_path=cfg.data_path, difficulty=cfg.difficulty, **extra)
+             for n in cfg.tasks}
     dtype = getattr(torch, cfg.dtype)
     policy, codec = load_model(card, list(tasks.values()), device, dtype)
     policy.eval()

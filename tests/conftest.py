@@ -1,0 +1,31 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+TINY_FAST = str(ROOT / "tests" / "data" / "tiny-fast.yaml")
+
+# Warm-started tiny models are cached across test runs (CI sets its own folder).
+os.environ.setdefault("GRPO_LAB_CACHE", str(ROOT / ".cache"))
+
+
+def tiny_cfg(**over):
+    """A run config for a few fast steps on the small test model."""
+    from grpo_lab.config import resolve
+
+    base = {
+        "model": TINY_FAST, "task": "math", "levels": 2, "steps": 4, "checkpoint_every": 2,
+        "sampling": {"prompts_per_step": 4, "group_size": 4, "max_new_tokens": 6},
+        "eval": {"every": 2, "problems": 8, "samples": 2, "k": [1, 2]},
+    }
+    from grpo_lab.config import deep_merge
+
+    return resolve(deep_merge(base, over))
+
+
+@pytest.fixture
+def make_cfg():
+    return tiny_cfg
