@@ -71,7 +71,7 @@ class RewardConfig(Strict):
 
 
 class KLConfig(Strict):
-    beta: float = Field(0.04, ge=0)
+    beta: float = Field(0.01, ge=0)  # the study: >= 0.05 freezes learning, <= 0.001 explodes
     schedule: Literal["fixed", "linear", "adaptive"] = "fixed"
     hold_frac: float = Field(0.1, ge=0, le=1)
     decay_ratio: float = Field(5.0, ge=1)

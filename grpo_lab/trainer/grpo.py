@@ -48,7 +48,7 @@ class Timer:
         return out
 
 
-def sample_groups(run: Run, step: int, G: int, T: float, progress: float):
+def sample_groups(run: Run, step: int, G: int, T: float, progress: float, timer: Timer):
     """Sample prompts_per_step groups; with dynamic sampling, replace zero-variance groups by
     fresh ones (up to max_refill_rounds rounds). Returns (problems, rollout, scored, dropped)."""
     cfg = run.cfg.sampling
@@ -56,8 +56,10 @@ def sample_groups(run: Run, step: int, G: int, T: float, progress: float):
     for round_ in range(1 + (cfg.max_refill_rounds if cfg.dynamic_sampling else 0)):
         new = run.curriculum.sample(step, want - len(problems))
         prompts = [run.codec.encode(run.codec.format_prompt(p.prompt)) for p in new]
-        ro = run.engine.generate(prompts, G, T, cfg.top_p, cfg.max_new_tokens, seed=run.seed_for(step, round_))
-        sc = score_rollout(run.tasks, new, ro, run.codec, run.cfg, progress)
+        with timer("rollout"):
+            ro = run.engine.generate(prompts, G, T, cfg.top_p, cfg.max_new_tokens, seed=run.seed_for(step, round_))
+        with timer("reward"):
+            sc = score_rollout(run.tasks, new, ro, run.codec, run.cfg, progress)
         keep = list(range(len(new)))
         if cfg.dynamic_sampling:
             keep = [g for g in keep if float(sc.main[g].std()) > 0] or ([] if round_ < cfg.max_refill_rounds else keep)
@@ -107,11 +109,10 @@ def train_step(run: Run, step: int, timer: Timer) -> dict[str, float]:
     G, T = run.group_size.G, temperature_at(step, cfg.steps, cfg.sampling)
     beta = run.adaptive_kl.beta if run.adaptive_kl else beta_at(step, cfg.steps, cfg.kl)
 
-    with timer("rollout"):
-        problems, rollout, scored, dropped = sample_groups(run, step, G, T, progress)
-        batch = build_batch(rollout, run.codec.pad_id, run.device)
-        slices = micro_batches(batch, cfg.optim.micro_batch)
-        parts = [batch.rows(sl) for sl in slices]
+    problems, rollout, scored, dropped = sample_groups(run, step, G, T, progress, timer)
+    batch = build_batch(rollout, run.codec.pad_id, run.device)
+    slices = micro_batches(batch, cfg.optim.micro_batch)
+    parts = [batch.rows(sl) for sl in slices]
     with timer("reference"):
         ref_logp = logprobs_by_part(run.reference.model, parts, T) if run.reference is not None else None
     mask = loss_mask(batch, scored, rollout, run.codec, cfg)
