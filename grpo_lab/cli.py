@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -20,7 +20,8 @@ console = Console()
 
 
 def fail(exc: Exception) -> None:
-    console.print(f"[bold red]error:[/] {exc}")
+    console.print("[bold red]error:[/] ", end="")
+    console.print(str(exc), markup=False)
     raise typer.Exit(2)
 
 
@@ -87,6 +88,83 @@ def tricks(as_json: bool = typer.Option(False, "--json")) -> None:
     for t in catalog.values():
         table.add_row(t.name, t.dimension, t.description, t.source)
     console.print(table)
+
+
+if TYPE_CHECKING:
+    from grpo_lab.plan import Plan
+
+
+def show_plan(p: Plan, every_cell: bool = True) -> None:
+    """Print a plan: a row per cell (optional), totals, warnings, and the budget verdict."""
+    from grpo_lab.budget import fmt_hours
+
+    unit = p.hardware.unit
+    if every_cell:
+        table = Table(title=f"plan {p.name} on {p.hardware.name}")
+        for col in ("model", "task", "tricks", "seed", "run id", f"est. {unit}"):
+            table.add_column(col, justify="right" if col in ("seed", f"est. {unit}") else "left")
+        for c, e in zip(p.cells, p.estimates):
+            table.add_row(c.model, c.task, "+".join(c.tricks) or "baseline", str(c.seed), c.run_id, fmt_hours(e.total))
+        console.print(table)
+    phases = ", ".join(f"{k} {fmt_hours(v)}" for k, v in p.phase_totals().items())
+    console.print(f"[bold]{len(p.cells)} cells: {fmt_hours(p.total)} {unit}[/] on {p.hardware.name} ({phases}); "
+                  f"cost ~{p.cost:,.2f} at {p.price:g} per device-hour")
+    for w in p.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    if p.fits is None:
+        console.print("no budget given: nothing to check the plan against")
+    else:
+        share = f"{p.total / p.limit:.0%} of {fmt_hours(p.limit)} {unit}" + (f" (tier {p.tier})" if p.tier else "")
+        console.print(f"budget: [green]fits[/], {share}" if p.fits else f"budget: [bold red]does NOT fit[/], {share}")
+
+
+@app.command()
+def plan(
+    matrix: Path = typer.Argument(..., help="matrix YAML (see matrices/)"),
+    as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON to stdout"),
+    hardware: Optional[str] = typer.Option(None, help="hardware profile (default: the matrix's budget.hardware, else cpu)"),
+) -> None:
+    """Expand a matrix and price every cell before any compute is spent (exit 0 whether or not it fits)."""
+    from rich.markup import escape
+
+    from grpo_lab.matrix import load_matrix
+    from grpo_lab.plan import make_plan
+
+    try:
+        p = make_plan(load_matrix(matrix), hardware, name=matrix.stem)
+    except ConfigError as exc:
+        fail(ConfigError(escape(str(exc))))  # '[a, b]' in a message is not markup
+    if as_json:
+        typer.echo(json.dumps(p.to_dict(), indent=1))
+        return
+    show_plan(p)
+
+
+@app.command()
+def preset(
+    tier: str = typer.Argument(..., help="budget tier in GPU-hours: 100, 1k or 10k"),
+    model: str = typer.Option(..., help="model card name, e.g. qwen2.5-7b or tiny"),
+    task: str = typer.Option(..., help="math, code or logic"),
+    hardware: str = typer.Option("h800", help="hardware profile in experiments/hardware/"),
+    out: Optional[Path] = typer.Option(None, help="output file (default matrices/preset-<tier>-<model>-<task>.yaml)"),
+) -> None:
+    """Write a budget-tier matrix (STUDY.md "Budget tiers") whose estimate fits the tier, and summarise its plan."""
+    from rich.markup import escape
+
+    from grpo_lab.budget import preset_yaml
+    from grpo_lab.matrix import load_matrix
+    from grpo_lab.plan import make_plan
+
+    out = out or Path("matrices") / f"preset-{tier}-{model}-{task}.yaml"
+    try:
+        text = preset_yaml(tier, model, task, hardware)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        p = make_plan(load_matrix(out), name=out.stem)
+    except ConfigError as exc:
+        fail(ConfigError(escape(str(exc))))  # '[a, b]' in a message is not markup
+    console.print(f"wrote {out}")
+    show_plan(p, every_cell=False)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict
 from transformers import LlamaConfig, LlamaForCausalLM
+
+from grpo_lab.catalog import TinySpec
 
 CHARS = "\n" + "".join(chr(c) for c in range(32, 127))
 SPECIALS = ("<pad>", "<eos>")
@@ -46,23 +47,6 @@ class CharCodec:
 
     def format_prompt(self, text: str) -> str:
         return text
-
-
-class TinySpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    hidden: int = 128
-    layers: int = 4
-    heads: int = 4
-    intermediate: int = 384
-    max_positions: int = 128
-    seed: int = 0
-    sft_max_steps: int = 3000
-    sft_batch: int = 64
-    sft_lr: float = 1e-3
-    # Stop the warm-start once sampled (T=1) pass@1 on held-in train problems reaches this:
-    # low enough to leave GRPO headroom, high enough that groups are not all zero.
-    sft_target: float = 0.35
-    sft_check_every: int = 25
 
 
 def build(spec: TinySpec, codec: CharCodec) -> LlamaForCausalLM:

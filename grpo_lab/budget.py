@@ -1,0 +1,240 @@
+"""GPU-hour estimates before a run, their correction by measured runs, and the budget-tier presets.
+
+The estimate counts FLOPs per phase of a GRPO run and divides by what the hardware achieves in
+that phase (peak x utilisation, experiments/hardware/*.yaml): decode is memory-bound and reaches
+a small fraction of peak, training a large one. It is a planning figure that ignores everything
+but FLOPs (stragglers, weight sync, rewards); `calibrate` scales it by what finished runs measured.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, replace
+
+import yaml
+
+from grpo_lab.catalog import Hardware, ModelCard, load_hardware, load_card
+from grpo_lab.config import RunConfig, deep_merge
+from grpo_lab.matrix import TIERS, Cell, expand, parse_matrix
+from grpo_lab.tricks import EXPERIMENTS, load_catalog
+from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+
+# Mean response length as a fraction of max_new_tokens. Reasoning responses spread over the
+# budget and drift with training (the study saw code outputs grow from 400 to 1,500 tokens), and a
+# padded batch costs more than its mean. 0.6 is a planning value, not a measurement: calibration
+# with measured runs absorbs the difference.
+RESPONSE_FILL = 0.6
+# Prompt tokens per prompt. Compact (character-level, the tiny model): measured means of the task
+# generators' prompts plus BOS. Natural: a GSM8K/MBPP-style question in a chat template.
+COMPACT_PROMPT_TOKENS = {"math": 8, "code": 30, "logic": 12}
+COMPACT_DEFAULT, NATURAL_PROMPT_TOKENS = 20, 150
+PHASES = ("sampling", "reference", "training", "eval")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Device-hours per phase of one run (GPU-hours on GPUs, core-hours on the CPU profile)."""
+
+    phases: dict[str, float]
+    devices: int  # devices one run holds (the model card's `gpus`)
+    unit: str
+    calibration: float = 1.0  # measured/estimated factor applied (1: not calibrated)
+
+    @property
+    def total(self) -> float:
+        return sum(self.phases.values())
+
+    @property
+    def wall_hours(self) -> float:
+        """Wall-clock hours when the run keeps all its devices busy."""
+        return self.total / self.devices
+
+
+def fmt_hours(hours: float) -> str:
+    """Hours for people: three significant digits below 10 (CPU plans are minutes), whole above."""
+    return f"{hours:.3g}" if hours < 10 else f"{hours:,.0f}"
+
+
+def prompt_length(cfg: RunConfig, card: ModelCard) -> float:
+    """Prompt tokens of the run's register: the register, not the task, sets the order of magnitude."""
+    register = cfg.prompt_register or card.prompt_register
+    if register == "natural":
+        return NATURAL_PROMPT_TOKENS
+    return statistics.fmean(COMPACT_PROMPT_TOKENS.get(t, COMPACT_DEFAULT) for t in cfg.tasks)
+
+
+def estimate(cfg: RunConfig, card: ModelCard, hardware: Hardware, prompt_tokens: int | None = None) -> Estimate:
+    """Device-hours of one run, per phase, for a model of N = card.params parameters.
+
+    sampling: 2N per generated token + 2N per prompt token (each prompt prefilled once per group);
+    reference: 2N per prompt+response token when a reference model exists (same rule as
+    trainer.setup.needs_reference); training: 6N per prompt+response token per inner update, plus
+    a 2N policy forward for old log-probs when there are several updates and another for the KL
+    in the reward (as trainer.grpo does); eval: sampling of eval.problems x eval.samples
+    per task at the base eval, every eval.every steps and at the end. Dynamic G is counted at its
+    starting G, and DAPO refills are not counted.
+    """
+    if card.params <= 0:
+        raise ConfigError(f"model '{card.name}' has no parameter count: give it a card in experiments/models/ "
+                          "with `params:` so its runs can be budgeted")
+    n, s, e = float(card.params), cfg.sampling, cfg.eval
+    prompt = prompt_tokens if prompt_tokens is not None else prompt_length(cfg, card)
+    response = s.max_new_tokens * RESPONSE_FILL
+    generated = s.prompts_per_step * s.group_size * response * cfg.steps
+    prefilled = s.prompts_per_step * prompt * cfg.steps
+    sequences = s.prompts_per_step * s.group_size * (prompt + response) * cfg.steps
+    evals = 1 + cfg.steps // e.every + (cfg.steps % e.every > 0)
+    eval_tokens = evals * len(cfg.tasks) * e.problems * (e.samples * response + prompt)
+    with_reference = cfg.kl.beta > 0 or cfg.kl.schedule == "adaptive"
+    updates = cfg.loss.inner_updates
+    policy_forwards = (updates > 1) + (cfg.kl.in_reward and with_reference)
+    flops = {
+        "sampling": 2 * n * (generated + prefilled),
+        "reference": 2 * n * sequences if with_reference else 0.0,
+        "training": (6 * updates + 2 * policy_forwards) * n * sequences,
+        "eval": 2 * n * eval_tokens,
+    }
+    rate = {"sampling": hardware.mfu_sampling, "eval": hardware.mfu_sampling,
+            "reference": hardware.mfu_training, "training": hardware.mfu_training}
+    phases = {k: f / (hardware.peak_flops * rate[k]) / 3600 for k, f in flops.items()}
+    return Estimate(phases=phases, devices=card.gpus, unit=hardware.unit)
+
+
+def calibrate(est: Estimate, measured: list[tuple[float, float]]) -> Estimate:
+    """`est` scaled by the median measured/estimated ratio of finished runs of the same model
+    (pairs of (estimated, measured) device-hours). The median, so one failed or stalled run does
+    not drag every later plan; with no usable pair the estimate is returned unchanged."""
+    ratios = [m / e for e, m in measured if e > 0 and m >= 0]
+    if not ratios:
+        return est
+    factor = statistics.median(ratios)
+    return replace(est, phases={k: v * factor for k, v in est.phases.items()}, calibration=est.calibration * factor)
+
+
+def estimate_cells(cells: list[Cell], hardware: Hardware) -> list[Estimate]:
+    """One estimate per cell of one expansion, computed once per (model, task, trick set):
+    within an expansion only the seed differs between those cells, and it costs nothing."""
+    cache: dict[tuple, Estimate] = {}
+    out = []
+    for c in cells:
+        key = (c.model, c.task, c.tricks)
+        if key not in cache:
+            cache[key] = estimate(c.shared, load_card(c.model), hardware)
+        out.append(cache[key])
+    return out
+
+
+# ---- budget-tier presets (STUDY.md "Budget tiers") ----
+
+STUDY_STEPS, MIN_STEPS = 600, 100
+SEEDS = {"100": 1, "1k": 2, "10k": 3}
+TIER_BASE = {
+    "100": {"sampling": {"group_size": 8}, "kl": {"beta": 0.01}},
+    "1k": {"sampling": {"group_size": 8, "temperature": 0.9}, "kl": {"beta": 0.005, "schedule": "fixed"},
+           "advantage": {"normalization": "zscore"}},
+}
+TIER_BASE["10k"] = TIER_BASE["1k"]  # "fix the sampling defaults" at the 1k baseline's values
+TIER_TEXT = {
+    "100": "only tune G and beta: G8, beta 0.01, defaults elsewhere (check the reward signal first)",
+    "1k": "one model, one task, <= 20 ablations: G8, fixed beta 0.005, T 0.9, z-score; one variable per run",
+    "10k": "full matrix by the orthogonality rule: sampling fixed; normalisation and KL; EMA reference, curriculum",
+}
+SIX = ["group_size_16", "dynamic_temperature", "ema_reference", "adaptive_curriculum", "kl_anneal", "advantage_clip_3"]
+INERT_AT_G8 = "advantage_clip_3"  # z-scores of 8 samples never exceed sqrt(7) = 2.65 < 3
+
+
+def _scale_base(model: str, task: str, hardware: Hardware) -> dict:
+    """The run settings a preset starts from: the shipped config for this model and task
+    (experiments/configs/, e.g. the tiny model's), else the study's scale for a large model."""
+    for path in sorted((EXPERIMENTS / "configs").glob("*.yaml")):
+        data, _ = load_yaml(path)
+        if isinstance(data, dict) and data.get("model") == model and data.get("task") == task:
+            return {k: v for k, v in data.items() if k not in ("model", "task", "seed", "tricks")}
+    base: dict = {"steps": STUDY_STEPS,
+                  "sampling": {"prompts_per_step": 64, "max_new_tokens": 1024},
+                  "optim": {"lr": 1e-6, "grad_clip": 1.0},  # study 9: 7B blows up above 1e-6
+                  "eval": {"every": 50, "problems": 200, "samples": 8, "k": [1, 8]}}
+    if hardware.kind == "gpu":
+        base["dtype"] = "bfloat16"
+    return base
+
+
+def _tier_tricks(tier: str, task: str) -> tuple[list, list[str]]:
+    """(the tricks axis of a tier's matrix, notes on what was left out and why)."""
+    catalog = load_catalog()
+    code = task == "code"
+    if tier == "100":  # every catalog trick that moves G or the beta schedule
+        knobs = [t.name for t in catalog.values()
+                 if "group_size" in t.settings.get("sampling", {}) or {"beta", "schedule"} & set(t.settings.get("kl", {}))]
+        return ["baseline", {"singles": knobs}], []
+    inert = f"{INERT_AT_G8} is not a single here: at G8 z-scores never reach its clip of 3"
+    if tier == "1k":  # study: first temperature, length penalty, clipping (near-free), then masks and LR
+        singles = ["dynamic_temperature", "length_penalty_piecewise", "info_length_penalty", "clip_higher",
+                   "code_token_mask" if code else "format_mask", "lr_warmup", "grad_clip_2"]
+        return ["baseline", {"singles": singles}], [inert]
+    singles = [t.name for t in catalog.values() if t.dimension in ("advantage", "kl") and t.name != INERT_AT_G8]
+    singles += ["adaptive_curriculum", "two_stage_curriculum"]
+    mask = ["code_token_mask"] if code else []
+    across = ["quantile_norm_clip", "kl_anneal", "length_penalty_piecewise", "lr_warmup", *mask]  # one per dimension
+    four = ["ema_reference", *mask, "quantile_norm_clip", "length_penalty_piecewise"]
+    notes = [inert, "pairs: one trick per dimension, so every pair crosses dimensions"]
+    if not code:
+        notes.append("the study's orthogonal four include an output-token mask; off code tasks that is the "
+                     "default prompt mask, so the stack has three tricks here")
+    return ["baseline", {"singles": singles}, {"pairs": across}, {"combos": [SIX, four]}], notes
+
+
+def _matrix_hours(matrix: dict, hardware: Hardware) -> tuple[int, float]:
+    cells = expand(parse_matrix(matrix))
+    return len(cells), sum(e.total for e in estimate_cells(cells, hardware))
+
+
+def _fit_steps(matrix: dict, limit: float, hardware: Hardware) -> int:
+    """The base's steps, or fewer (not below MIN_STEPS), so that the matrix's estimate fits `limit`.
+    Cost is close to linear in steps (evals add a stepwise term): scale once, then trim 5% at a time."""
+    def hours(steps: int) -> float:
+        return _matrix_hours(deep_merge(matrix, {"base": {"steps": steps}}), hardware)[1]
+
+    start = matrix["base"]["steps"]
+    floor, total = min(MIN_STEPS, start), hours(start)
+    steps = start if total <= limit else max(floor, int(start * limit / total))
+    while steps > floor and hours(steps) > limit:
+        steps = max(floor, int(steps * 0.95))
+    return steps
+
+
+def _preset(tier: str, model: str, task: str, hardware: str) -> tuple[dict, list[str]]:
+    if tier not in TIERS:
+        raise ConfigError(f"unknown tier '{tier}'{suggest(tier, TIERS)}; tiers: {', '.join(TIERS)} (GPU-hours)")
+    hw = load_hardware(hardware)
+    tricks, notes = _tier_tricks(tier, task)
+    base = deep_merge(_scale_base(model, task, hw), TIER_BASE[tier])
+    matrix = {"name": f"preset-{tier}-{model}-{task}", "models": [model], "tasks": [task],
+              "seeds": list(range(SEEDS[tier])), "tricks": tricks, "base": base,
+              "budget": {"tier": tier, "hardware": hardware}}
+    start, limit = base["steps"], TIERS[tier]
+    base["steps"] = _fit_steps(matrix, limit, hw)
+    cells, hours = _matrix_hours(matrix, hw)
+    if hours > limit:
+        fit = (f"steps: at the floor of {base['steps']} the {cells} cells still cost {fmt_hours(hours)} > {limit:,.0f} "
+               f"{hw.unit}: this plan does NOT fit; use a smaller model or fewer tricks or seeds")
+    elif base["steps"] == start:
+        fit = f"steps: {start} as configured; {cells} cells cost {fmt_hours(hours)} of {limit:,.0f} {hw.unit} on {hw.name}"
+    else:
+        fit = (f"steps: scaled from {start} to {base['steps']} so that {cells} cells fit: "
+               f"{fmt_hours(hours)} of {limit:,.0f} {hw.unit} on {hw.name}")
+    return matrix, [f"tier {tier} (STUDY.md): {TIER_TEXT[tier]}", fit, *notes]
+
+
+def preset(tier: str, model: str, task: str, hardware: str = "h800") -> dict:
+    """The matrix dict of a budget tier (100 / 1k / 10k GPU-hours) for one model and task,
+    following STUDY.md "Budget tiers", with steps chosen so that its estimate fits the tier."""
+    return _preset(tier, model, task, hardware)[0]
+
+
+def preset_yaml(tier: str, model: str, task: str, hardware: str = "h800") -> str:
+    """The preset as a matrix YAML file, its header comments saying how steps were chosen."""
+    matrix, notes = _preset(tier, model, task, hardware)
+    header = f"# Generated by `grpo-lab preset {tier} --model {model} --task {task} --hardware {hardware}`.\n"
+    body = yaml.safe_dump(matrix, sort_keys=False, default_flow_style=None, width=120)
+    return header + "".join(f"# {n}\n" for n in notes) + body

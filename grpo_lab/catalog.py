@@ -1,0 +1,116 @@
+"""Readers for the definitions in experiments/: model cards and hardware profiles.
+
+Planning must stay fast and import nothing heavy (torch and transformers take seconds to
+import), so model cards and hardware profiles are read here; grpo_lab.models loads the weights.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from grpo_lab.tricks import EXPERIMENTS
+from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+
+MODELS = EXPERIMENTS / "models"
+HARDWARE = EXPERIMENTS / "hardware"
+
+
+class TinySpec(BaseModel):
+    """Architecture and warm-start recipe of the built-in tiny model (grpo_lab/models/tiny.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+    hidden: int = 128
+    layers: int = 4
+    heads: int = 4
+    intermediate: int = 384
+    max_positions: int = 128
+    seed: int = 0
+    sft_max_steps: int = 3000
+    sft_batch: int = 64
+    sft_lr: float = 1e-3
+    # Stop the warm-start once sampled (T=1) pass@1 on held-in train problems reaches this:
+    # low enough to leave GRPO headroom, high enough that groups are not all zero.
+    sft_target: float = 0.35
+    sft_check_every: int = 25
+
+
+class ModelCard(BaseModel):
+    """A model card (experiments/models/<name>.yaml): what to load and what the planner needs."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    name: str
+    kind: Literal["tiny", "smollm2", "hf"] = "hf"
+    path: str | None = None  # Hugging Face id or local folder (kind: hf)
+    prompt_register: Literal["compact", "natural"] = Field("natural", alias="register")
+    params: int = Field(0, ge=0)  # 0: unknown (a Hugging Face id without a card)
+    gpus: int = Field(1, ge=1)  # devices one run of this model needs
+    cpu_threads: int | None = None  # torch threads on CPU; 1 for tiny models (sweeps run several at once)
+    chat_template: bool = True
+    tiny: TinySpec | None = None
+    lora: dict | None = None
+
+
+class Hardware(BaseModel):
+    """A device profile: peak rate and the fraction of it each phase of a GRPO step achieves.
+
+    Sampling (autoregressive decode) is memory-bandwidth bound on GPUs, so it reaches a much
+    smaller fraction of peak than training (large matmuls); the two are kept apart.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    kind: Literal["gpu", "cpu"] = "gpu"
+    description: str = ""
+    peak_flops: float = Field(gt=0)  # per device: bf16 dense on GPUs, measured fp32 on CPUs
+    mfu_sampling: float = Field(gt=0, le=1)  # achieved / peak while generating (decode + prefill, eval)
+    mfu_training: float = Field(gt=0, le=1)  # achieved / peak in forward+backward and reference forward
+    devices_per_node: int = Field(1, ge=1)
+    price_per_gpu_hour: float = Field(0.0, ge=0)  # default price of one device-hour, any currency
+
+    @property
+    def unit(self) -> str:
+        """GPU-hours on GPUs; device-hours (core-hours here) on CPUs, labelled as such (DESIGN §5)."""
+        return "GPU-hours" if self.kind == "gpu" else "device-hours"
+
+
+def known(folder: Path) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+@lru_cache(maxsize=64)
+def load_card(name: str) -> ModelCard:
+    """The card `name` (or a card file); a name without a card that looks like a Hugging Face id
+    or a local folder is taken as one (parameter count unknown)."""
+    path = Path(name) if name.endswith((".yaml", ".yml")) else MODELS / f"{name}.yaml"
+    if path.exists():
+        data, _ = load_yaml(path)
+        try:
+            return ModelCard.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(f"{path}: invalid model card: {exc}") from None
+    if "/" in name or Path(name).exists():
+        return ModelCard(name=name, kind="hf", path=name)
+    raise ConfigError(f"unknown model '{name}'{suggest(name, known(MODELS))}; give a card name "
+                      f"({', '.join(known(MODELS))}), a Hugging Face id (org/name) or a local folder")
+
+
+@lru_cache(maxsize=32)
+def load_hardware(name: str) -> Hardware:
+    """The profile experiments/hardware/<name>.yaml (or a profile file)."""
+    path = Path(name) if name.endswith((".yaml", ".yml")) else HARDWARE / f"{name}.yaml"
+    if not path.exists():
+        raise ConfigError(f"unknown hardware '{name}'{suggest(name, known(HARDWARE))}; "
+                          f"profiles: {', '.join(known(HARDWARE))} (experiments/hardware/)")
+    data, lines = load_yaml(path)
+    try:
+        return Hardware.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        line = lines.get(tuple(err["loc"]))
+        where = f"{path}:{line}" if line else str(path)
+        raise ConfigError(f"{where}: field '{field}': {err['msg']}") from None

@@ -1,0 +1,295 @@
+"""Ablation matrices: a YAML spec (models x tasks x trick sets x seeds) expanded into resolved runs.
+
+A cell's run id is the hash of its fully resolved RunConfig, so two spellings of the same run
+collapse into one cell and a finished run is recognised in any later sweep (DESIGN §2).
+Errors name the matrix file, the line and the field, as run-config errors do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from grpo_lab.catalog import load_card
+from grpo_lab.config import RunConfig, Strict, deep_merge, resolve
+from grpo_lab.tasks import TASKS
+from grpo_lab.tricks import SameDimensionWarning, load_catalog, same_dimension_pairs
+from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+
+DEFAULT_HARDWARE = "cpu"  # the box grpo-lab runs on without a GPU
+TIERS = {"100": 100.0, "1k": 1_000.0, "10k": 10_000.0}  # STUDY.md "Budget tiers", in GPU-hours
+_TYPE_TAGS = {"str", "int", "float", "bool"}
+GENERATORS = ("baseline", "singles", "combos", "pairs", "leave_one_out")
+
+
+class TrickGen(Strict):
+    """One item of the `tricks` axis: a generator of trick sets (see `sets`)."""
+
+    baseline: bool = False
+    singles: list[str] | None = Field(None, min_length=1)
+    combos: list[list[str]] | None = Field(None, min_length=1)
+    pairs: list[str] | None = Field(None, min_length=2)
+    leave_one_out: list[str] | None = Field(None, min_length=2)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_string(cls, data: Any) -> Any:
+        if data == "baseline":
+            return {"baseline": True}
+        if isinstance(data, str):
+            raise ValueError(f"'{data}' is not a generator: write 'baseline' or {{singles: [{data}]}}")
+        return data
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "TrickGen":
+        given = [g for g in GENERATORS if getattr(self, g)]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of {', '.join(GENERATORS)} per item (got {given or 'none'})")
+        return self
+
+    def sets(self) -> list[tuple[str, ...]]:
+        """baseline: (); singles: each alone; combos: as written; pairs: every pair;
+        leave_one_out: the full set, then the set without each member in turn."""
+        if self.baseline:
+            return [()]
+        if self.singles:
+            return [(t,) for t in self.singles]
+        if self.combos:
+            return [tuple(c) for c in self.combos]
+        if self.pairs:
+            return list(itertools.combinations(self.pairs, 2))
+        full = tuple(self.leave_one_out or ())
+        return [full] + [full[:i] + full[i + 1 :] for i in range(len(full))]
+
+
+class BudgetSpec(Strict):
+    tier: Literal["100", "1k", "10k"] | None = None
+    gpu_hours: float | None = Field(None, gt=0)  # device-hours in the hardware's unit (core-hours on cpu)
+    hardware: str = DEFAULT_HARDWARE  # a profile in experiments/hardware/
+    price_per_gpu_hour: float | None = Field(None, ge=0)  # None: the hardware profile's price
+
+    @field_validator("tier", mode="before")
+    @classmethod
+    def _tier_text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) else v  # `tier: 100` is an int in YAML
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> "BudgetSpec":
+        if self.tier and self.gpu_hours:
+            raise ValueError("give either tier or gpu_hours, not both")
+        return self
+
+    @property
+    def limit(self) -> float | None:
+        return TIERS[self.tier] if self.tier else self.gpu_hours
+
+
+class MatrixSpec(Strict):
+    name: str | None = None
+    models: list[str] = Field(min_length=1)
+    tasks: list[str | list[str]] = Field(min_length=1)
+    seeds: list[int] = Field([0], min_length=1)
+    tricks: list[TrickGen] = Field([TrickGen(baseline=True)], min_length=1)
+    base: dict[str, Any] = {}  # RunConfig overrides for every cell (a path is loaded by load_matrix)
+    budget: BudgetSpec | None = None
+    runner: str | None = None
+    _base_source: str = PrivateAttr("<matrix>")
+    _base_lines: dict = PrivateAttr(default_factory=dict)
+
+    def trick_sets(self) -> list[tuple[str, ...]]:
+        """Every generator's sets in order, each distinct set once."""
+        return list(dict.fromkeys(s for gen in self.tricks for s in gen.sets()))
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    model: str
+    task: str  # mixed-task runs are labelled "math+code"
+    tricks: tuple[str, ...]  # the axis' trick set (the base's own tricks are in config.tricks)
+    seed: int
+    run_id: str  # == self.config.run_id()
+    warnings: tuple[str, ...]  # same-dimension pairs among config.tricks
+    shared: RunConfig  # resolved once for all seeds of this (model, task, tricks); its seed is not this cell's
+
+    @property
+    def config(self) -> RunConfig:
+        """The cell's fully resolved RunConfig. Made on access: seeds share everything else, and
+        copying a config per cell up front was most of the time of planning a large matrix."""
+        return self.shared.model_copy(update={"seed": self.seed})
+
+
+def _line(lines: dict, loc: tuple) -> int | None:
+    """The line of the longest prefix of `loc` that was written in the file."""
+    return next((lines[loc[:i]] for i in range(len(loc), 0, -1) if loc[:i] in lines), None)
+
+
+def _where(source: str, lines: dict, loc: tuple) -> str:
+    line = _line(lines, loc)
+    return f"{source}:{line}" if line else source
+
+
+def _known_keys(loc: tuple) -> list[str]:
+    """Field names of the spec model that holds the last key of `loc`."""
+    model: Any = MatrixSpec
+    for part in loc[:-1]:
+        if isinstance(part, int) or part not in getattr(model, "model_fields", {}):
+            continue
+        model = _inner_model(model.model_fields[part].annotation)
+    return list(getattr(model, "model_fields", {}))
+
+
+def _inner_model(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for a in get_args(annotation) if (m := _inner_model(a)) is not None), None)
+
+
+def _explain(exc: ValidationError, source: str, lines: dict) -> ConfigError:
+    msgs = []
+    for err in exc.errors():
+        # pydantic adds union-member tags ('str', 'list[str]', 'function-after[...]') to locations
+        loc = tuple(p for p in err["loc"] if isinstance(p, int) or not (p in _TYPE_TAGS or "[" in p))
+        field = ".".join(str(p) for p in loc) or "(root)"
+        where = _where(source, lines, loc)
+        if err["type"] == "extra_forbidden":
+            msgs.append(f"{where}: unknown key '{field}'{suggest(loc[-1], _known_keys(loc))}")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            msgs.append(f"{where}: field '{field}': {msg} (got {err.get('input')!r})")
+    return ConfigError("\n".join(dict.fromkeys(msgs)))
+
+
+def load_matrix(path: str | Path) -> MatrixSpec:
+    """Parse a matrix YAML file; a `base:` path is read relative to it."""
+    path = Path(path)
+    data, lines = load_yaml(path)
+    return parse_matrix(data, str(path), lines, path.parent)
+
+
+def parse_matrix(data: Any, source: str = "<matrix>", lines: dict | None = None,
+                 root: Path | None = None) -> MatrixSpec:
+    """Validate a matrix dict: keys and types, then model, task and trick names, then the base
+    config, so that every mistake is reported before any expansion or compute."""
+    lines = lines or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a matrix is a mapping with models, tasks, seeds and tricks")
+    base, base_source, base_lines = _load_base(data.get("base"), source, lines, root or Path.cwd())
+    try:
+        spec = MatrixSpec.model_validate({**data, "base": base})
+    except ValidationError as exc:
+        raise _explain(exc, source, lines) from None
+    spec._base_source, spec._base_lines = base_source, base_lines
+    _check_names(spec, source, lines)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SameDimensionWarning)
+        resolve(base, base_source, base_lines)
+    return spec
+
+
+def _load_base(raw: Any, source: str, lines: dict, root: Path) -> tuple[dict, str, dict]:
+    """(base overrides, the file they came from, their line map): inline, or a run-config file."""
+    if raw is None:
+        return {}, source, {}
+    if isinstance(raw, dict):
+        return raw, source, {key[1:]: n for key, n in lines.items() if key[0] == "base" and len(key) > 1}
+    where = _where(source, lines, ("base",))
+    if not isinstance(raw, str):
+        raise ConfigError(f"{where}: field 'base': a mapping of run-config keys or a path to a run config "
+                          f"(got {raw!r})")
+    try:
+        data, base_lines = load_yaml(root / raw)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: field 'base': {exc}") from None
+    if not isinstance(data, dict | None):
+        raise ConfigError(f"{where}: field 'base': {root / raw} is not a mapping of run-config keys")
+    return data or {}, str(root / raw), base_lines
+
+
+def _trick_names(spec: MatrixSpec) -> Iterator[tuple[tuple, str]]:
+    """(location, trick name) for every name written in the tricks axis."""
+    for i, gen in enumerate(spec.tricks):
+        for kind in ("singles", "pairs", "leave_one_out"):
+            for j, name in enumerate(getattr(gen, kind) or []):
+                yield ("tricks", i, kind, j), name
+        for j, combo in enumerate(gen.combos or []):
+            for k, name in enumerate(combo):
+                yield ("tricks", i, "combos", j, k), name
+
+
+def _check_names(spec: MatrixSpec, source: str, lines: dict) -> None:
+    def err(loc: tuple, msg: str) -> str:
+        return f"{_where(source, lines, loc)}: field '{'.'.join(map(str, loc))}': {msg}"
+
+    errors = []
+    for i, model in enumerate(spec.models):
+        try:
+            load_card(model)
+        except ConfigError as exc:
+            errors.append(err(("models", i), str(exc)))
+    for i, task in enumerate(spec.tasks):
+        for j, name in enumerate([task] if isinstance(task, str) else task):
+            if name not in TASKS:
+                loc = ("tasks", i) if isinstance(task, str) else ("tasks", i, j)
+                errors.append(err(loc, f"unknown task '{name}'{suggest(name, TASKS)}; tasks: {', '.join(TASKS)}"))
+    catalog = load_catalog()
+    for loc, name in _trick_names(spec):
+        if name not in catalog:
+            errors.append(err(loc, f"unknown trick '{name}'{suggest(name, catalog)}; `grpo-lab tricks` lists them"))
+    for gen_sets in (gen.sets() for gen in spec.tricks):
+        for s in gen_sets:
+            if len(set(s)) < len(s):
+                errors.append(f"{source}: trick set {list(s)} names a trick twice")
+    if errors:
+        raise ConfigError("\n".join(dict.fromkeys(errors)))
+
+
+def expand(spec: MatrixSpec) -> list[Cell]:
+    """Every (model, task, trick set, seed) cell, resolved; a cell whose run id was seen is dropped.
+
+    Each distinct (model, task, trick set) is resolved once and shared by its seeds: resolving
+    (deep merges and validation) is costly and seeds are usually the longest axis.
+    The base's own tricks are applied first, the cell's tricks over them (later wins).
+    """
+    base_tricks = list(spec.base.get("tricks") or [])
+    cells: list[Cell] = []
+    seen: set[str] = set()
+    for model, task, tricks in itertools.product(spec.models, spec.tasks, spec.trick_sets()):
+        names = base_tricks + [t for t in tricks if t not in base_tricks]
+        label = task if isinstance(task, str) else "+".join(task)
+        cfg = _resolve_cell(spec, model, task, names, f"{model} / {label} / {'+'.join(tricks) or 'baseline'}")
+        notes = tuple(f"'{a}' and '{b}' both act on dimension '{d}'" for d, a, b in same_dimension_pairs(names))
+        run_id_for = _seed_hasher(cfg)
+        for seed in spec.seeds:
+            run_id = run_id_for(seed)
+            if run_id not in seen:
+                seen.add(run_id)
+                cells.append(Cell(model, label, tricks, seed, run_id, notes, cfg))
+    return cells
+
+
+def _resolve_cell(spec: MatrixSpec, model: str, task: str | list[str], tricks: list[str], label: str) -> RunConfig:
+    """The cell's RunConfig: the base, the axes' model and task over it, the tricks over both."""
+    data = deep_merge(spec.base, {"model": model, "task": task, "tricks": tricks})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SameDimensionWarning)  # collected per cell instead
+        return resolve(data, f"{spec._base_source} (cell {label})", spec._base_lines)
+
+
+_SEED = "\x00seed\x00"
+
+
+def _seed_hasher(cfg: RunConfig) -> Callable[[int], str]:
+    """seed -> the run id of `cfg` with that seed, equal to RunConfig.run_id() (tested), without
+    dumping the config once per seed: the JSON text is cut at the seed and each number spliced in."""
+    dump = cfg.model_dump(mode="json")
+    dump["seed"] = _SEED
+    head, tail = json.dumps(dump, sort_keys=True).split(json.dumps(_SEED))
+    return lambda seed: hashlib.sha256(f"{head}{seed}{tail}".encode()).hexdigest()[:12]
