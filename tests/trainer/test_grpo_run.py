@@ -30,17 +30,20 @@ def test_tiny_run_writes_metrics_and_summary(tmp_path, make_cfg):
 
 
 def test_micro_batches_give_the_same_update_as_one_batch(tmp_path, make_cfg):
-    a = train(make_cfg(steps=2, eval={"every": 100}), tmp_path / "a")
-    b = train(make_cfg(steps=2, eval={"every": 100}, optim={"micro_batch": 3}), tmp_path / "b")
+    train(make_cfg(steps=2, eval={"every": 100}), tmp_path / "a")
+    train(make_cfg(steps=2, eval={"every": 100}, optim={"micro_batch": 3}), tmp_path / "b")
     ra = [json.loads(l) for l in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
     rb = [json.loads(l) for l in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
-    for key in ("loss/total", "train/grad_norm", "kl/mean", "reward/mean"):
-        assert ra[-1][key] == pytest.approx(rb[-1][key], rel=1e-3, abs=1e-6), key
+    # Step 0 sees identical samples: the accumulated update must equal the one-batch update.
+    for key in ("loss/total", "loss/policy", "train/grad_norm", "entropy/mean"):
+        assert ra[0][key] == pytest.approx(rb[0][key], rel=1e-4, abs=1e-7), key
+    # Step 1 starts from weights equal up to float rounding, so its KL to the reference agrees closely.
+    assert ra[1]["kl/mean"] == pytest.approx(rb[1]["kl/mean"], rel=1e-2)
 
 
 def test_kill_9_resumes_from_checkpoint_and_reaches_the_same_final_step(tmp_path, make_cfg):
     cfg_path = tmp_path / "run.yaml"
-    cfg = make_cfg(steps=12, checkpoint_every=2, eval={"every": 50})
+    cfg = make_cfg(steps=40, checkpoint_every=2, eval={"every": 100})
     import yaml
 
     cfg_path.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
@@ -49,12 +52,11 @@ def test_kill_9_resumes_from_checkpoint_and_reaches_the_same_final_step(tmp_path
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 120
     while time.time() < deadline and not (out / "checkpoint.pt").exists():
-        time.sleep(0.05)
-    time.sleep(0.3)
-    os.killpg(proc.pid, signal.SIGKILL)
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)  # mid-run: the first checkpoint is at step 2 of 40
     proc.wait()
     assert (out / "checkpoint.pt").exists() and not (out / "summary.json").exists()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
     steps = [json.loads(l)["step"] for l in (out / "metrics.jsonl").read_text().splitlines()]
-    assert steps == list(range(12))  # no step lost, none logged twice
-    assert json.loads((out / "summary.json").read_text())["steps"] == 12
+    assert steps == list(range(40))  # no step lost, none logged twice
+    assert json.loads((out / "summary.json").read_text())["steps"] == 40
