@@ -29,6 +29,9 @@ from grpo_lab.tasks import make_task
 from grpo_lab.trainer.batch import build_batch, token_logprobs
 
 
+DEFAULT_THREADS = torch.get_num_threads()
+
+
 def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
@@ -61,6 +64,8 @@ def timed(fn, device, reps: int = 2):
 
 def bench_model(name: str, device, dtype, prompts_n: int, G: int, new: int, console) -> dict:
     card = load_card(name)
+    # Both sides run with the thread count the trainer uses for this model (1 for tiny).
+    torch.set_num_threads(card.cpu_threads or DEFAULT_THREADS)
     task = make_task("math", register=card.prompt_register)
     model, codec = load_model(card, [task], device, dtype)
     model.eval()
