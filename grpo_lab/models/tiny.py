@@ -92,7 +92,7 @@ def probe_pass_rate(model, codec: CharCodec, tasks: list, seed: int, n: int = 64
     for task in tasks:
         probs = task.problems("train", n, seed=seed + 1)
         ro = engine.generate([codec.encode(p.prompt) for p in probs], samples, 1.0, 1.0, 16, seed=seed)
-        texts = [codec.decode([t for t in c if t != codec.eos_id]) for c in ro.completion_ids]
+        texts = ro.texts(codec)
         rewards += [s.reward for s in task.score([probs[g] for g in ro.group], texts)]
     return sum(rewards) / len(rewards)
 

@@ -20,6 +20,10 @@ class Rollout:
     def tokens_generated(self) -> int:
         return sum(map(len, self.completion_ids))
 
+    def texts(self, codec) -> list[str]:
+        """Each completion decoded without its EOS token (what the tasks score)."""
+        return [codec.decode([t for t in c if t != codec.eos_id]) for c in self.completion_ids]
+
 
 @runtime_checkable
 class RolloutEngine(Protocol):

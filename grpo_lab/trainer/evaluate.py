@@ -29,7 +29,7 @@ def evaluate(engine, codec, tasks: dict, problems: dict, cfg, max_new_tokens: in
         task = tasks[name]
         prompts = [codec.encode(codec.format_prompt(p.prompt)) for p in probs]
         ro = engine.generate(prompts, cfg.samples, cfg.temperature, 1.0, max_new_tokens, seed=seed)
-        texts = [codec.decode([t for t in c if t != codec.eos_id]) for c in ro.completion_ids]
+        texts = ro.texts(codec)
         scores = task.score([probs[g] for g in ro.group], texts)
         rewards = torch.tensor([s.reward for s in scores]).view(len(probs), cfg.samples)
         correct = (rewards >= 1.0 - 1e-9).sum(dim=1).tolist()

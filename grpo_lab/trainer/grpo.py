@@ -22,7 +22,7 @@ from grpo_lab.trainer.advantages import compute_advantages
 from grpo_lab.trainer.batch import build_batch, token_logprobs
 from grpo_lab.trainer.loss import kl_estimate, masked_mean, policy_loss
 from grpo_lab.trainer.schedules import beta_at, lr_factor, temperature_at
-from grpo_lab.trainer.scoring import loss_mask, score_rollout, unique_answer_ratio
+from grpo_lab.trainer.scoring import Scored, loss_mask, score_rollout, unique_answer_ratio
 from grpo_lab.trainer.setup import Run, setup
 
 
@@ -62,20 +62,20 @@ def sample_groups(run: Run, step: int, G: int, T: float, progress: float, timer:
             sc = score_rollout(run.tasks, new, ro, run.codec, run.cfg, progress)
         keep = list(range(len(new)))
         if cfg.dynamic_sampling:
-            keep = [g for g in keep if float(sc.main[g].std()) > 0] or ([] if round_ < cfg.max_refill_rounds else keep)
+            varied = [g for g in keep if float(sc.main[g].std()) > 0]
+            if varied or round_ < cfg.max_refill_rounds:  # a last round of only ties keeps them all
+                keep = varied
             dropped += len(new) - len(keep)
         problems += [new[g] for g in keep]
         parts.append((ro, sc, keep, G))
         if len(problems) >= want:
             break
-    rollout, scored = merge(parts, run.codec)
+    rollout, scored = merge(parts)
     return problems, rollout, scored, dropped
 
 
-def merge(parts, codec):
+def merge(parts):
     """Concatenate the kept groups of several (rollout, scored) rounds."""
-    from grpo_lab.trainer.scoring import Scored
-
     cols = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "stop", "group")}
     main, shape, raw, fmt, answers, texts, offset = [], [], [], [], [], [], 0
     for ro, sc, keep, G in parts:
@@ -85,11 +85,12 @@ def merge(parts, codec):
                     cols[k].append(getattr(ro, k)[r])
                 cols["group"].append(offset + new_g)
                 texts.append(sc.texts[r])
-            main.append(sc.main[g]), shape.append(sc.shape[g]), raw.append(sc.raw[g]), fmt.append(sc.format_ok[g])
+            for out, value in zip((main, shape, raw, fmt), (sc.main, sc.shape, sc.raw, sc.format_ok)):
+                out.append(value[g])
             answers.append(sc.answers[g])
         offset += len(keep)
-    stack = lambda xs: torch.stack(xs)
-    return Rollout(**cols), Scored(stack(main), stack(shape), stack(raw), stack(fmt), answers, texts)
+    tensors = [torch.stack(xs) for xs in (main, shape, raw, fmt)]
+    return Rollout(**cols), Scored(*tensors, answers, texts)
 
 
 def micro_batches(batch, size: int | None) -> list[slice]:
@@ -115,58 +116,70 @@ def train_step(run: Run, step: int, timer: Timer) -> dict[str, float]:
     parts = [batch.rows(sl) for sl in slices]
     with timer("reference"):
         ref_logp = logprobs_by_part(run.reference.model, parts, T) if run.reference is not None else None
+    kl_in_reward = cfg.kl.in_reward and ref_logp is not None
+    with timer("train"):  # pre-update log-probs, computed once for whoever needs them
+        old_logp = logprobs_by_part(run.policy, parts, T) if kl_in_reward or cfg.loss.inner_updates > 1 else None
     mask = loss_mask(batch, scored, rollout, run.codec, cfg)
     with timer("advantage"):
         main = scored.main
-        if cfg.kl.in_reward and ref_logp is not None:
-            old = logprobs_by_part(run.policy, parts, T)
+        if kl_in_reward:
             seq_kl = torch.cat([(kl_estimate(o, r, cfg.kl.estimator) * p.completion_mask).sum(1)
-                                for o, r, p in zip(old, ref_logp, parts)])
+                                for o, r, p in zip(old_logp, ref_logp, parts)])
             main = main - beta * seq_kl.view_as(main).cpu()
         adv, adv_metrics = compute_advantages(main, scored.shape, **cfg.advantage.model_dump())
     adv = adv.flatten().to(run.device)
     with timer("train"):
         masks = [mask[sl, : p.completion.size(1)] for sl, p in zip(slices, parts)]
-        train_metrics = update(run, parts, [adv[sl] for sl in slices], masks,
+        train_metrics = update(run, parts, [adv[sl] for sl in slices], masks, old_logp,
                                None if cfg.kl.in_reward else ref_logp, beta, T, step)
-    if run.reference is not None:
-        run.reference.update(run.policy, step)
-    run.engine.sync_weights(run.policy)
+    after_update(run, step, problems, scored, train_metrics)
 
-    group_std = scored.raw.std(dim=1).mean().item()
-    run.group_size.update(step, group_std)
-    if run.adaptive_kl:
-        run.adaptive_kl.update(train_metrics.get("kl/mean", 0.0))
-    run.curriculum.observe(problems, scored.raw.mean(dim=1).tolist())
-
-    lengths = batch.completion_mask.sum(1)
     effective = int(((mask.sum(1) > 0) & (adv.abs() > 0)).sum())
     run.tokens_generated += rollout.tokens_generated
     run.tokens_trained += batch.tokens * cfg.loss.inner_updates
     run.effective_samples += effective
     return {
-        "reward/mean": scored.raw.mean().item(),
-        "reward/std": scored.raw.std().item(),
-        "reward/group_std": group_std,
-        "reward/zero_std_frac": (scored.raw.std(dim=1) == 0).float().mean().item(),
-        "reward/shaped_mean": (scored.main + scored.shape).mean().item(),
-        "format/ok_frac": scored.format_ok.float().mean().item(),
-        "diversity/unique_answer_ratio": unique_answer_ratio(scored.answers),
-        "length/mean": lengths.mean().item(),
-        "length/truncated_frac": sum(s == "length" for s in rollout.stop) / len(rollout.stop),
-        "mask/trained_token_frac": float(mask.sum() / batch.completion_mask.sum().clamp(min=1)),
+        **sample_metrics(scored, rollout, batch, mask),
         "samples/effective": effective,
-        "samples/total": len(rollout.stop),
         "samples/dropped_groups": dropped,
         "sampling/group_size": G,
         "sampling/temperature": T,
         "kl/beta": beta,
-        "tokens/generated": rollout.tokens_generated,
-        "tokens/trained": batch.tokens,
         **adv_metrics,
         **train_metrics,
         **run.curriculum.metrics(step),
         **({"ref/drift": run.reference.drift(run.policy)} if run.reference is not None else {}),
+    }
+
+
+def after_update(run: Run, step: int, problems, scored, train_metrics: dict) -> None:
+    """Reference update, weight sync to the engine, and the controllers that watch the step."""
+    if run.reference is not None:
+        run.reference.update(run.policy, step)
+    run.engine.sync_weights(run.policy)
+    run.group_size.update(step, scored.raw.std(dim=1).mean().item())
+    if run.adaptive_kl:
+        run.adaptive_kl.update(train_metrics.get("kl/mean", 0.0))
+    run.curriculum.observe(problems, scored.raw.mean(dim=1).tolist())
+
+
+def sample_metrics(scored, rollout, batch, mask) -> dict[str, float]:
+    """What the sampled groups looked like: rewards, format, diversity, lengths, masking."""
+    group_std = scored.raw.std(dim=1)
+    return {
+        "reward/mean": scored.raw.mean().item(),
+        "reward/std": scored.raw.std().item(),
+        "reward/group_std": group_std.mean().item(),
+        "reward/zero_std_frac": (group_std == 0).float().mean().item(),
+        "reward/shaped_mean": (scored.main + scored.shape).mean().item(),
+        "format/ok_frac": scored.format_ok.float().mean().item(),
+        "diversity/unique_answer_ratio": unique_answer_ratio(scored.answers),
+        "length/mean": batch.completion_mask.sum(1).mean().item(),
+        "length/truncated_frac": sum(s == "length" for s in rollout.stop) / len(rollout.stop),
+        "mask/trained_token_frac": float(mask.sum() / batch.completion_mask.sum().clamp(min=1)),
+        "samples/total": len(rollout.stop),
+        "tokens/generated": rollout.tokens_generated,
+        "tokens/trained": batch.tokens,
     }
 
 
@@ -180,18 +193,19 @@ def part_weights(parts, masks, mode: str) -> list[float]:
     return [s / total for s in sizes]
 
 
-def update(run: Run, parts, advs, masks, ref_logp, beta: float, T: float, step: int) -> dict[str, float]:
+def update(run: Run, parts, advs, masks, old_logp, ref_logp, beta: float, T: float, step: int) -> dict[str, float]:
     """`inner_updates` optimizer steps on one batch, gradients accumulated over micro-batches.
-    With one update, old log-probs are the current ones detached (ratio 1, policy gradient)."""
+    Without precomputed old log-probs, the current ones detached stand in (ratio 1, policy
+    gradient). Returns the first pass's metrics (about the sampled policy) and the last loss."""
     cfg = run.cfg
     for group in run.optimizer.param_groups:
         group["lr"] = cfg.optim.lr * lr_factor(step, cfg.steps, cfg.optim)
-    old_logp = logprobs_by_part(run.policy, parts, T) if cfg.loss.inner_updates > 1 else None
     weights = part_weights(parts, masks, cfg.loss.aggregation)
     params = [p for p in run.policy.parameters() if p.requires_grad]
     clip = cfg.optim.grad_clip if cfg.optim.grad_clip is not None else math.inf
     ent_mode = "grad" if cfg.loss.entropy_coef else "monitor"
     run.policy.train()
+    first: dict[str, float] = {}
     for inner in range(cfg.loss.inner_updates):
         run.optimizer.zero_grad(set_to_none=True)
         metrics: dict[str, float] = {}
@@ -212,11 +226,9 @@ def update(run: Run, parts, advs, masks, ref_logp, beta: float, T: float, step: 
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
         run.optimizer.step()
     run.policy.eval()
-    first.update({k: v for k, v in metrics.items() if k.startswith("loss/")})
-    first["train/grad_norm"] = grad_norm
-    first["train/grad_clip"] = cfg.optim.grad_clip or 0.0
-    first["train/lr"] = run.optimizer.param_groups[0]["lr"]
-    return first
+    return {**first, **{k: v for k, v in metrics.items() if k.startswith("loss/")},
+            "train/grad_norm": grad_norm, "train/grad_clip": cfg.optim.grad_clip or 0.0,
+            "train/lr": run.optimizer.param_groups[0]["lr"]}
 
 
 def train(cfg: RunConfig, out_dir: Path, on_step=None) -> dict:

@@ -27,7 +27,7 @@ class Scored:
 def score_rollout(tasks: dict, problems: list, rollout: Rollout, codec, cfg, progress: float) -> Scored:
     N = len(problems)
     G = len(rollout.group) // N
-    texts = [codec.decode([t for t in c if t != codec.eos_id]) for c in rollout.completion_ids]
+    texts = rollout.texts(codec)
     scores = [None] * len(texts)
     for name, task in tasks.items():  # one batched call per task (the code sandbox runs once)
         rows = [r for r, g in enumerate(rollout.group) if problems[g].task == name]

@@ -93,8 +93,8 @@ def test_natural_fences_prose_and_names(monkeypatch):
     completions = [
         f"Sure!\n```python\n{good}```\nThis adds five.",
         good,  # no fence: the whole text still runs, but the format is off
-        f"```python\ndef plus(x):\n    return x + 5\n```",  # wrong name
-        f"```python\ndef add_5(x):\n    return x + 4\n```",
+        "```python\ndef plus(x):\n    return x + 5\n```",  # wrong name
+        "```python\ndef add_5(x):\n    return x + 4\n```",
         "```python\ndef add_5(x):\n    while True: pass\n```",
         f"I think it is\n{good}",  # prose without a fence: does not parse
     ]

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from grpo_lab.config import EvalConfig, KLConfig, OptimConfig, ReferenceConfig, SamplingConfig
+from grpo_lab.config import KLConfig, OptimConfig, ReferenceConfig, SamplingConfig
 from grpo_lab.trainer.evaluate import pass_at_k
 from grpo_lab.trainer.reference import Reference
 from grpo_lab.trainer.schedules import AdaptiveKL, GroupSize, beta_at, lr_factor, temperature_at
