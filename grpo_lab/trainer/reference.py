@@ -28,6 +28,8 @@ class Reference:
     @torch.no_grad()
     def drift(self, policy: torch.nn.Module) -> float:
         """||policy - ref|| / ||ref|| over all parameters: how far the policy has moved from it."""
-        num = sum(float((p - r).pow(2).sum()) for p, r in zip(policy.parameters(), self.model.parameters()))
-        den = sum(float(r.pow(2).sum()) for r in self.model.parameters())
-        return (num / max(den, 1e-12)) ** 0.5
+        # One host sync per call, not two per parameter tensor: this runs every step.
+        pairs = list(zip(policy.parameters(), self.model.parameters()))
+        num = torch.stack([(p - r).float().pow(2).sum() for p, r in pairs]).sum()
+        den = torch.stack([r.float().pow(2).sum() for _, r in pairs]).sum()
+        return float((num / den.clamp(min=1e-12)).sqrt())
