@@ -12,8 +12,8 @@ TINY_FAST = str(ROOT / "tests" / "data" / "tiny-fast.yaml")
 os.environ.setdefault("GRPO_LAB_CACHE", str(ROOT / ".cache"))
 
 
-def tiny_cfg(**over):
-    """A run config for a few fast steps on the small test model."""
+def tiny_cfg(after: dict | None = None, **over):
+    """A run config for a few fast steps on the small test model; `after` applies over its tricks."""
     from grpo_lab.config import resolve
 
     base = {
@@ -23,7 +23,7 @@ def tiny_cfg(**over):
     }
     from grpo_lab.config import deep_merge
 
-    return resolve(deep_merge(base, over))
+    return resolve(deep_merge(base, over), overrides=after)
 
 
 @pytest.fixture

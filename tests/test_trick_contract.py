@@ -37,6 +37,8 @@ def baselines(tmp_path_factory):
     return get
 
 
+# The trick's controllers keep their settings but act often enough to show in a short run.
+CADENCE = {"sampling": {"group_check_every": 2}, "reference": {"sync_every": 2}}
 # Enough steps and prompts for controllers (dynamic G, curricula, syncs) to act.
 CONTRACT = {"steps": STEPS, "seed": 3, "eval": {"every": 100},
             "sampling": {"prompts_per_step": 6, "group_size": 8, "group_check_every": 2},
@@ -56,13 +58,7 @@ def test_trick_signature_shows_in_metrics(name, baselines, tmp_path):
     trick = CATALOG[name]
     base_out = baselines(trick.needs)
     settings = deep_merge(deep_merge(CONTRACT, trick.needs), {"tricks": [name]})
-    cfg = tiny_cfg(**settings)
-    # the contract run keeps the trick's own controller settings but checks them often enough
-    if cfg.sampling.group_ladder:
-        cfg.sampling.group_check_every = 2
-    if cfg.reference.mode == "hard":
-        cfg.reference.sync_every = 2
-    train(cfg, tmp_path)
+    train(tiny_cfg(after=CADENCE, **settings), tmp_path)
     ours, theirs = series(tmp_path, trick.signature), series(base_out, trick.signature)
     assert ours, f"{name}: no metric matches its signature {trick.signature}"
     differs = [k for k in ours if ours[k] != theirs.get(k)]
