@@ -235,6 +235,7 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None) -> dict:
     """Run (or resume) one GRPO run; returns the summary also written to out_dir/summary.json."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2))
     t_start = time.perf_counter()
     run = setup(cfg, out_dir)
     timer = Timer()
