@@ -1,0 +1,192 @@
+"""The sweep registry (SQLAlchemy 2): sweeps, runs and attempts, with status and GPU-hours.
+
+A run is keyed by its run id (the hash of its resolved config), so one cell is one run across
+sweeps: a sweep *links* runs, and a run finished by any sweep is never executed again. Every
+attempt keeps its own GPU-hours, so failed and interrupted attempts remain visible as wasted
+compute. SQLite in the workspace by default; any SQLAlchemy URL works.
+
+Only the sweep driver writes here (workers write to their run folder), so SQLite's single
+writer is never contended within one sweep; two drivers on one file are serialised by
+SQLite's lock plus a busy timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from sqlalchemy import ForeignKey, String, Text, UniqueConstraint, create_engine, event, func, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, sessionmaker
+
+WORKSPACE = Path(".grpo-lab")  # per-project folder: registry.db, mlflow.db, runs/
+DONE = ("finished", "stopped")  # a stopped run (alarm stop_on) ended on purpose: not re-run
+STATUSES = ("pending", "running", "finished", "stopped", "failed")
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Sweep(Base):
+    __tablename__ = "sweeps"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    matrix_path: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    hardware: Mapped[str] = mapped_column(String(50), default="cpu")
+    unit: Mapped[str] = mapped_column(String(30), default="gpu-hours")
+    price_per_gpu_hour: Mapped[float] = mapped_column(default=0.0)
+    budget_gpu_hours: Mapped[float | None]
+    planned_gpu_hours: Mapped[float | None]
+    env_json: Mapped[str] = mapped_column(Text, default="{}")  # the environment pinned at creation
+    mlflow_parent_id: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=now)
+    updated_at: Mapped[datetime] = mapped_column(default=now, onupdate=now)
+    cells: Mapped[list[SweepRun]] = relationship(back_populates="sweep", cascade="all, delete-orphan")
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    config_json: Mapped[str] = mapped_column(Text)
+    out_dir: Mapped[str] = mapped_column(Text)
+    devices: Mapped[int] = mapped_column(default=1)
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=now)
+    finished_at: Mapped[datetime | None]
+    attempts: Mapped[list[Attempt]] = relationship(back_populates="run", order_by="Attempt.number",
+                                                   cascade="all, delete-orphan")
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(a.gpu_hours for a in self.attempts)
+
+    @property
+    def wasted_gpu_hours(self) -> float:
+        """Hours of attempts that did not end the run: failed or interrupted (their checkpointed
+        steps are reused by the next attempt, the steps since the last checkpoint are not)."""
+        return sum(a.gpu_hours for a in self.attempts if a.status not in DONE)
+
+
+class SweepRun(Base):
+    """A cell: a run as a sweep labels it (its axis tricks, not the base's)."""
+
+    __tablename__ = "sweep_runs"
+    __table_args__ = (UniqueConstraint("sweep_id", "run_id"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"))
+    position: Mapped[int]  # order in the matrix expansion
+    model: Mapped[str] = mapped_column(String(200))
+    task: Mapped[str] = mapped_column(String(100))
+    tricks: Mapped[str] = mapped_column(Text)  # "+"-joined; "" = baseline
+    seed: Mapped[int]
+    estimate_gpu_hours: Mapped[float | None]
+    sweep: Mapped[Sweep] = relationship(back_populates="cells")
+    run: Mapped[Run] = relationship()
+
+    def labels(self) -> dict:
+        return {"model": self.model, "task": self.task, "tricks": self.tricks or "baseline",
+                "seed": self.seed, "run_id": self.run_id}
+
+
+class Attempt(Base):
+    __tablename__ = "attempts"
+    __table_args__ = (UniqueConstraint("run_id", "number"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"))
+    number: Mapped[int]
+    status: Mapped[str] = mapped_column(String(20), default="running")  # running|finished|stopped|failed|interrupted
+    runner: Mapped[str] = mapped_column(String(30), default="local")
+    host: Mapped[str | None] = mapped_column(String(200))
+    started_at: Mapped[datetime] = mapped_column(default=now)
+    ended_at: Mapped[datetime | None]
+    start_step: Mapped[int] = mapped_column(default=0)
+    gpu_hours: Mapped[float] = mapped_column(default=0.0)
+    error: Mapped[str | None] = mapped_column(Text)
+    run: Mapped[Run] = relationship(back_populates="attempts")
+
+
+def default_url(workspace: Path = WORKSPACE) -> str:
+    return os.environ.get("GRPO_LAB_DB") or f"sqlite:///{Path(workspace).resolve() / 'registry.db'}"
+
+
+def connect(url: str) -> sessionmaker[Session]:
+    """Open (and create) the registry at `url`; returns a session factory."""
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 60} if url.startswith("sqlite") else {})
+    if url.startswith("sqlite"):
+        @event.listens_for(engine, "connect")
+        def _pragmas(conn, _record):  # WAL: readers (`grpo-lab status`) never block the driver
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+    Base.metadata.create_all(engine)
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def get_sweep(session: Session, name: str) -> Sweep | None:
+    return session.scalar(select(Sweep).where(Sweep.name == name))
+
+
+def register_cells(session: Session, sweep: Sweep, cells: list, estimates: list, runs_dir: Path,
+                   devices: dict[str, int]) -> int:
+    """Link every cell to the sweep, creating runs not seen before; returns how many runs are new.
+    Cells already linked keep their rows (labels are a function of the run id)."""
+    linked = {c.run_id for c in sweep.cells}
+    known = set(session.scalars(select(Run.run_id).where(Run.run_id.in_([c.run_id for c in cells]))))
+    new = 0
+    for pos, (cell, est) in enumerate(zip(cells, estimates)):
+        if cell.run_id not in known:
+            session.add(Run(run_id=cell.run_id, config_json=json.dumps(cell.config.model_dump(mode="json")),
+                            out_dir=str(Path(runs_dir).resolve() / cell.run_id), devices=devices.get(cell.model, 1)))
+            known.add(cell.run_id)
+            new += 1
+        if cell.run_id not in linked:
+            sweep.cells.append(SweepRun(run_id=cell.run_id, position=pos, model=cell.model, task=cell.task,
+                                        tricks="+".join(cell.tricks), seed=cell.seed,
+                                        estimate_gpu_hours=est.total if est else None))
+    session.commit()
+    return new
+
+
+def begin_attempt(session: Session, run: Run, runner: str, host: str, start_step: int) -> Attempt:
+    number = 1 + max((a.number for a in run.attempts), default=0)
+    attempt = Attempt(run_id=run.run_id, number=number, runner=runner, host=host, start_step=start_step)
+    run.attempts.append(attempt)
+    run.status = "running"
+    session.commit()
+    return attempt
+
+
+def end_attempt(session: Session, attempt: Attempt, status: str, gpu_hours: float, error: str | None = None,
+                retry: bool = False) -> None:
+    """Close an attempt and move its run: finished/stopped end it; a failure leaves it failed, or
+    pending when it will be retried; an interruption leaves it pending (the next sweep resumes it
+    from its checkpoint)."""
+    attempt.status, attempt.gpu_hours, attempt.error, attempt.ended_at = status, gpu_hours, error, now()
+    run = attempt.run
+    if status in DONE:
+        run.status, run.error, run.finished_at = status, None, now()
+    else:
+        run.status, run.error = ("failed" if status == "failed" and not retry else "pending"), error
+    session.commit()
+
+
+def counts(session: Session, sweep: Sweep) -> dict[str, int]:
+    rows = session.execute(select(Run.status, func.count()).join(SweepRun, SweepRun.run_id == Run.run_id)
+                           .where(SweepRun.sweep_id == sweep.id).group_by(Run.status))
+    out = dict.fromkeys(STATUSES, 0)
+    out.update({status: n for status, n in rows})
+    return out
+
+
+def all_sweeps(session: Session) -> list[Sweep]:
+    return list(session.scalars(select(Sweep).order_by(Sweep.created_at)))

@@ -1,0 +1,115 @@
+"""What every runner does: start attempts, report the ones that ended. Profiles in runners/*.yaml.
+
+A runner never touches the registry: the sweep driver owns it, hands a runner `Job`s and gets
+`Outcome`s back. The attempt itself is `worker.execute`, the same function under every engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import Field, ValidationError
+
+from grpo_lab.config import Strict
+from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+
+PROFILES = Path(__file__).resolve().parents[2] / "runners"
+KINDS = ("local", "ray", "slurm")
+
+
+@dataclass(frozen=True)
+class Job:
+    run_id: str
+    run_dir: Path
+    attempt: int
+    devices: int  # GPUs the run needs on a GPU machine (its model card's `gpus`)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job: Job
+    status: str  # finished | stopped | failed
+    error: str | None
+    summary: dict | None
+    wall_seconds: float
+
+
+class Runner(Protocol):
+    name: str
+    slots: int  # attempts it runs at once
+
+    def submit(self, job: Job) -> None: ...
+    def poll(self, timeout: float) -> list[Outcome]: ...  # attempts that ended since the last poll
+    def close(self) -> None: ...  # stop what is still running (the driver records it as interrupted)
+
+
+class RayOptions(Strict):
+    address: str | None = None  # None: a local Ray on this machine; "auto" or ray://host:port for a cluster
+    num_cpus: int | None = None  # local Ray only
+    cpus_per_run: float = 1.0
+
+
+class SlurmOptions(Strict):
+    cluster: Literal["slurm", "local", "debug"] | None = None  # None: Slurm when sbatch exists, else local
+    folder: str = "submitit"  # logs and pickles, under the workspace
+    partition: str | None = None
+    timeout_min: int = 24 * 60
+    cpus_per_task: int = 8
+    mem_gb: float | None = None
+    gpus_per_node: int | None = None  # None: the model card's gpus
+    array: bool = False  # one job array for the pending runs instead of a job per run
+    account: str | None = None
+    qos: str | None = None
+    additional: dict[str, Any] = {}  # any other sbatch setting, e.g. {constraint: h100}
+
+
+class RunnerProfile(Strict):
+    kind: Literal["local", "ray", "slurm"] = "local"
+    max_parallel: int | None = Field(None, ge=1)  # None: one per free GPU (or per 2 cores on CPU)
+    gpus: list[int] | None = None  # local: GPU ids to hand out (None: all visible)
+    ray: RayOptions = RayOptions()
+    slurm: SlurmOptions = SlurmOptions()
+
+
+def load_profile(name_or_path: str | None) -> RunnerProfile:
+    """`local`, `ray`, `slurm` (runners/<name>.yaml when present) or a path to a profile YAML."""
+    name = name_or_path or "local"
+    path = Path(name)
+    if not path.suffix:
+        path = PROFILES / f"{name}.yaml"
+        if not path.exists():
+            if name in KINDS:
+                return RunnerProfile(kind=name)
+            raise ConfigError(f"unknown runner '{name}'{suggest(name, KINDS)}: give local, ray, slurm or a profile YAML")
+    data, lines = load_yaml(path)
+    try:
+        return RunnerProfile.model_validate(data or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        where = f"{path}:{lines[loc]}" if loc in lines else str(path)
+        raise ConfigError(f"{where}: field '{'.'.join(map(str, loc))}': {err['msg']}") from None
+
+
+def make_runner(profile: RunnerProfile, workspace: Path, max_parallel: int | None = None) -> Runner:
+    slots = max_parallel or profile.max_parallel
+    if profile.kind == "ray":
+        from grpo_lab.runners.ray_runner import RayRunner
+
+        return RayRunner(profile.ray, slots)
+    if profile.kind == "slurm":
+        from grpo_lab.runners.slurm import SlurmRunner
+
+        return SlurmRunner(profile.slurm, workspace, slots)
+    from grpo_lab.runners.local import LocalRunner
+
+    return LocalRunner(slots, profile.gpus)
+
+
+def outcome_from(job: Job, result: dict | None, fallback_error: str, wall: float) -> Outcome:
+    """An Outcome from worker.execute's result (None when the attempt died without one)."""
+    if not result:
+        return Outcome(job, "failed", fallback_error, None, wall)
+    return Outcome(job, result["status"], result.get("error"), result.get("summary"), result.get("wall_seconds", wall))

@@ -1,0 +1,97 @@
+"""The local runner: each attempt in its own `python -m grpo_lab.runners.worker` process.
+
+A process per attempt isolates threads, memory and CUDA state, and lets a run be given its GPUs
+through CUDA_VISIBLE_DEVICES. Workers get SIGKILL when the driver dies (Linux PDEATHSIG), so a
+killed sweep leaves nothing running behind it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from grpo_lab.runners.base import Job, Outcome, outcome_from
+from grpo_lab.runners.worker import read_json
+
+
+def visible_gpus() -> list[int]:
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [int(x) for x in env.split(",") if x.strip().isdigit()]
+    try:
+        import torch
+
+        return list(range(torch.cuda.device_count()))
+    except Exception:  # a broken CUDA install means no GPUs to hand out, not a crashed sweep
+        return []
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class LocalRunner:
+    name = "local"
+
+    def __init__(self, slots: int | None = None, gpus: list[int] | None = None):
+        self.free_gpus = list(gpus) if gpus is not None else visible_gpus()
+        # CPU: tiny-model runs use one thread each, so one run per core keeps the box busy
+        self.slots = slots or (len(self.free_gpus) or max(1, (os.cpu_count() or 2)))
+        self.procs: dict[str, tuple[Job, subprocess.Popen, list[int], float, object]] = {}
+
+    def submit(self, job: Job) -> None:
+        env = dict(os.environ)
+        gpus: list[int] = []
+        if self.free_gpus:
+            if job.devices > len(self.free_gpus):
+                raise RuntimeError(f"run {job.run_id} needs {job.devices} GPUs, {len(self.free_gpus)} are free")
+            gpus, self.free_gpus = self.free_gpus[: job.devices], self.free_gpus[job.devices:]
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+        log = open(Path(job.run_dir) / f"attempt-{job.attempt}.log", "ab")
+        cmd = [sys.executable, "-m", "grpo_lab.runners.worker", str(job.run_dir), str(job.attempt)]
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+        self.procs[job.run_id] = (job, proc, gpus, time.time(), log)
+
+    def poll(self, timeout: float) -> list[Outcome]:
+        deadline = time.time() + timeout
+        while True:
+            done = [rid for rid, (_, p, *_) in self.procs.items() if p.poll() is not None]
+            if done or time.time() >= deadline or not self.procs:
+                return [self._collect(rid) for rid in done]
+            time.sleep(0.2)
+
+    def _collect(self, run_id: str) -> Outcome:
+        job, proc, gpus, t0, log = self.procs.pop(run_id)
+        log.close()
+        self.free_gpus += gpus
+        result = read_json(Path(job.run_dir) / f"result-{job.attempt}.json")
+        tail = _tail(Path(job.run_dir) / f"attempt-{job.attempt}.log")
+        return outcome_from(job, result, f"worker exited with code {proc.returncode} and no result:\n{tail}",
+                            time.time() - t0)
+
+    def close(self) -> None:
+        for job, proc, *_ in self.procs.values():
+            proc.terminate()
+        for job, proc, _, _, log in self.procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            log.close()
+        self.procs.clear()
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,96 @@
+"""One attempt of one run, wherever it executes (a local subprocess, a Ray task, a Slurm job).
+
+The attempt trains (or resumes from the folder's checkpoint) and writes only into its run folder:
+a heartbeat after every step and a result file at the end. The run folder is locked for the
+attempt's lifetime, and a folder that already holds the run's summary is reported finished
+without training: this is what guarantees a finished run is never executed twice, even when a
+killed sweep left an orphaned attempt behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Atomic: a reader never sees half a file, a kill never leaves one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@contextmanager
+def locked(run_dir: Path):
+    """Exclusive lock on the run folder; waits for an orphaned attempt to end first."""
+    with open(run_dir / ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def finished_summary(run_dir: Path) -> dict | None:
+    """The run's summary if a previous attempt completed it, else None."""
+    summary, config = read_json(run_dir / "summary.json"), read_json(run_dir / "config.json")
+    if summary and config and summary.get("run_id") == _run_id(config):
+        return summary
+    return None
+
+
+def _run_id(config: dict) -> str:
+    from grpo_lab.config import RunConfig
+
+    return RunConfig.model_validate(config).run_id()
+
+
+def execute(run_dir: str | Path, attempt: int) -> dict:
+    """Run attempt `attempt` of the run whose resolved config is run_dir/config.json.
+    Returns (and writes to run_dir/result-<attempt>.json) {status, error, summary, wall_seconds, host}:
+    status is finished, stopped (an alarm in stop_on ended it) or failed."""
+    from grpo_lab.config import RunConfig
+    from grpo_lab.trainer.grpo import train
+
+    run_dir = Path(run_dir)
+    t0, host = time.time(), socket.gethostname()
+    result = {"attempt": attempt, "host": host, "error": None, "summary": None}
+    with locked(run_dir):
+        try:
+            summary = finished_summary(run_dir)
+            if summary is None:
+                cfg = RunConfig.model_validate(read_json(run_dir / "config.json"))
+                beat = {"attempt": attempt, "started": t0, "host": host, "steps": cfg.steps}
+
+                def on_step(step: int, metrics: dict) -> None:
+                    write_json(run_dir / "heartbeat.json", {**beat, "updated": time.time(), "step": step + 1,
+                                                            "reward": metrics.get("reward/mean")})
+
+                summary = train(cfg, run_dir, on_step=on_step)
+            result["summary"] = summary
+            result["status"] = "stopped" if summary.get("stopped") else "finished"
+        except Exception as exc:  # reported to the driver, which records it and may retry
+            result["status"] = "failed"
+            result["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
+        result["wall_seconds"] = time.time() - t0
+        write_json(run_dir / f"result-{attempt}.json", result)
+    return result
+
+
+if __name__ == "__main__":  # python -m grpo_lab.runners.worker RUN_DIR ATTEMPT
+    out = execute(sys.argv[1], int(sys.argv[2]))
+    sys.exit(0 if out["status"] != "failed" else 1)

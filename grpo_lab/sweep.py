@@ -1,0 +1,158 @@
+"""A sweep: register a matrix's cells, run the pending ones on a runner, record every attempt.
+
+Idempotent and restartable by construction:
+- a cell is a run id; runs already finished (by this sweep or any other) are skipped;
+- attempts left `running` by a killed driver are closed as `interrupted` on restart, keeping the
+  GPU-hours their heartbeat shows, and the run resumes from its checkpoint as a new attempt;
+- the worker refuses to re-train a folder that already holds its summary (worker.py).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy.orm import Session
+
+from grpo_lab import registry as reg
+from grpo_lab.catalog import load_card
+from grpo_lab.matrix import load_matrix
+from grpo_lab.plan import Plan, make_plan
+from grpo_lab.runners.base import Job, Outcome, Runner
+from grpo_lab.runners.worker import read_json
+from grpo_lab.yamlio import ConfigError
+
+
+@dataclass
+class SweepOptions:
+    workspace: Path = reg.WORKSPACE
+    db_url: str | None = None
+    retries: int = 1  # extra attempts per run in this invocation after a failure
+    allow_over_budget: bool = False
+    name: str | None = None  # default: the matrix's name, else its file stem
+
+
+@dataclass
+class SweepResult:
+    name: str
+    counts: dict[str, int]
+    executed: list[str] = field(default_factory=list)  # run ids trained (attempts started) in this call
+    skipped: int = 0  # runs already finished before this call
+
+
+def plan_for(matrix: Path, opts: SweepOptions) -> Plan:
+    spec = load_matrix(matrix)
+    plan = make_plan(spec, name=opts.name or spec.name or matrix.stem)
+    if plan.fits is False and not opts.allow_over_budget:
+        raise ConfigError(f"{matrix}: the plan needs {plan.total:.3g} {plan.hardware.unit}, over its budget of "
+                          f"{plan.limit:.3g}: cut cells or steps, raise budget, or pass --allow-over-budget")
+    return plan
+
+
+def open_sweep(session: Session, plan: Plan, matrix: Path, opts: SweepOptions, env: dict) -> reg.Sweep:
+    """Get or create the sweep row and link every cell of the plan to it."""
+    sweep = reg.get_sweep(session, plan.name)
+    if sweep is None:
+        sweep = reg.Sweep(name=plan.name, matrix_path=str(matrix.resolve()), hardware=plan.hardware.name,
+                          unit=plan.hardware.unit, price_per_gpu_hour=plan.price, budget_gpu_hours=plan.limit,
+                          planned_gpu_hours=plan.total, env_json=json.dumps(env))
+        session.add(sweep)
+        session.flush()
+    devices = {c.model: load_card(c.model).gpus for c in plan.cells}
+    reg.register_cells(session, sweep, plan.cells, plan.estimates, Path(opts.workspace) / "runs", devices)
+    return sweep
+
+
+def recover(session: Session, sweep: reg.Sweep) -> int:
+    """Close attempts a killed driver left open; returns how many. Their GPU-hours come from the
+    run's heartbeat (last step written by that attempt), so interrupted compute is not lost."""
+    n = 0
+    for cell in sweep.cells:
+        for attempt in cell.run.attempts:
+            if attempt.status != "running":
+                continue
+            result = read_json(Path(cell.run.out_dir) / f"result-{attempt.number}.json")
+            if result:  # the attempt ended after the driver died: take its own word for it
+                hours = result.get("wall_seconds", 0.0) * cell.run.devices / 3600
+                reg.end_attempt(session, attempt, result["status"], hours, result.get("error"))
+            else:
+                beat = read_json(Path(cell.run.out_dir) / "heartbeat.json") or {}
+                hours = ((beat["updated"] - beat["started"]) * cell.run.devices / 3600
+                         if beat.get("attempt") == attempt.number else 0.0)
+                reg.end_attempt(session, attempt, "interrupted", hours, "the sweep driver stopped during this attempt")
+            n += 1
+    return n
+
+
+def start_step(run_dir: Path) -> int:
+    beat = read_json(run_dir / "heartbeat.json")
+    return int(beat["step"]) if beat else 0
+
+
+def prepare_dir(run: reg.Run) -> Path:
+    run_dir = Path(run.out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / "config.json").exists():
+        (run_dir / "config.json").write_text(run.config_json)
+    return run_dir
+
+
+def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: SweepOptions,
+                  on_event: Callable[[str, reg.SweepRun, Outcome | None], None] | None = None) -> SweepResult:
+    """Run every pending cell of `sweep` on `runner` until each is done or out of retries.
+    `on_event(kind, cell, outcome)` is told of "start" and "end" (for progress and tracking)."""
+    cells = sorted(sweep.cells, key=lambda c: c.position)
+    by_run = {c.run_id: c for c in cells}
+    todo = [c for c in cells if c.run.status not in reg.DONE]
+    result = SweepResult(sweep.name, {}, skipped=len(cells) - len(todo))
+    tries = dict.fromkeys(by_run, 0)
+    running: dict[str, reg.Attempt] = {}
+    host = socket.gethostname()
+    notify = on_event or (lambda *a: None)
+    try:
+        while todo or running:
+            while todo and len(running) < runner.slots:
+                cell = todo.pop(0)
+                run_dir = prepare_dir(cell.run)
+                attempt = reg.begin_attempt(session, cell.run, runner.name, host, start_step(run_dir))
+                running[cell.run_id] = attempt
+                tries[cell.run_id] += 1
+                result.executed.append(cell.run_id)
+                runner.submit(Job(cell.run_id, run_dir, attempt.number, cell.run.devices))
+                notify("start", cell, None)
+            for out in runner.poll(timeout=1.0):
+                attempt = running.pop(out.job.run_id)
+                cell = by_run[out.job.run_id]
+                retry = out.status == "failed" and tries[cell.run_id] <= opts.retries
+                reg.end_attempt(session, attempt, out.status, out.wall_seconds * cell.run.devices / 3600,
+                                out.error, retry=retry)
+                if retry:
+                    todo.append(cell)  # resumes from its checkpoint as the next attempt
+                notify("end", cell, out)
+            if not running and not todo:
+                break
+            notify("tick", None, None)
+    finally:
+        if running:  # Ctrl-C or an error in the driver: close what is open, keep the hours
+            runner.close()
+            for rid, attempt in running.items():
+                beat = read_json(Path(attempt.run.out_dir) / "heartbeat.json") or {}
+                secs = (beat.get("updated", 0) - beat.get("started", 0)) if beat.get("attempt") == attempt.number else 0
+                reg.end_attempt(session, attempt, "interrupted", max(secs, 0) * attempt.run.devices / 3600,
+                                "the sweep was interrupted")
+    result.counts = reg.counts(session, sweep)
+    return result
+
+
+def totals(sweep: reg.Sweep) -> dict:
+    """Sweep-level accounting: hours by attempt outcome, and the cells by status."""
+    runs = [c.run for c in sweep.cells]
+    used = sum(r.gpu_hours for r in runs)
+    wasted = sum(r.wasted_gpu_hours for r in runs)
+    return {"gpu_hours": used, "wasted_gpu_hours": wasted, "useful_gpu_hours": used - wasted,
+            "cost": used * sweep.price_per_gpu_hour, "unit": sweep.unit,
+            "attempts": sum(len(r.attempts) for r in runs),
+            **{f"cells_{s}": sum(r.status == s for r in runs) for s in reg.STATUSES}}

@@ -1,0 +1,21 @@
+"""Small matrices on the fast test model, shared by the sweep and runner tests."""
+
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import TINY_FAST
+
+BASE = {
+    "levels": 2, "steps": 4, "checkpoint_every": 2,
+    "sampling": {"prompts_per_step": 4, "group_size": 4, "max_new_tokens": 6},
+    "eval": {"every": 2, "problems": 8, "samples": 2, "k": [1, 2]},
+}
+
+
+def write_matrix(folder: Path, name: str = "mini", seeds=(0,), tricks=None, **base) -> Path:
+    spec = {"name": name, "models": [TINY_FAST], "tasks": ["math"], "seeds": list(seeds),
+            "tricks": tricks or ["baseline", {"singles": ["ema_reference"]}], "base": {**BASE, **base}}
+    path = Path(folder) / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path

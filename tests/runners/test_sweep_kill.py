@@ -1,0 +1,72 @@
+"""A sweep killed with SIGKILL and started again finishes, executing no finished run twice."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grpo_lab import registry as reg
+from tests.runners.sweeps import write_matrix
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start(matrix: Path, ws: Path, log: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "grpo_lab.cli", "sweep", str(matrix), "--workspace", str(ws), "--max-parallel", "1"]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            env={**os.environ, "COLUMNS": "200"})
+
+
+def state(ws: Path) -> list[tuple[str, str, list]]:
+    Session = reg.connect(reg.default_url(ws))
+    with Session() as s:
+        sweep = reg.get_sweep(s, "killme")
+        if sweep is None:
+            return []
+        return [(c.run_id, c.run.status, [(a.status, a.start_step, a.gpu_hours) for a in c.run.attempts])
+                for c in sorted(sweep.cells, key=lambda c: c.position)]
+
+
+def heartbeat_step(ws: Path, run_id: str) -> int:
+    try:
+        return json.loads((ws / "runs" / run_id / "heartbeat.json").read_text())["step"]
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def test_kill_9_then_restart_runs_each_finished_run_once(tmp_path):
+    matrix = write_matrix(tmp_path, "killme", seeds=[0, 1], tricks=["baseline"], steps=12)
+    ws = tmp_path / "ws"
+    driver = start(matrix, ws, tmp_path / "first.log")
+    deadline = time.time() + 240
+    while time.time() < deadline:  # wait: first run finished, second one past its first checkpoint
+        rows = state(ws) if (ws / "registry.db").exists() else []
+        if len(rows) == 2 and rows[0][1] == "finished" and heartbeat_step(ws, rows[1][0]) >= 5:
+            break
+        assert driver.poll() is None, (tmp_path / "first.log").read_text()
+        time.sleep(0.3)
+    else:
+        pytest.fail("the sweep did not reach the kill point in time")
+    os.kill(driver.pid, signal.SIGKILL)
+    driver.wait()
+    first_id, second_id = rows[0][0], rows[1][0]
+    time.sleep(1.0)  # the worker gets SIGKILL from the kernel when its parent dies
+    orphans = subprocess.run(["pgrep", "-f", f"grpo_lab.runners.worker {ws}"], capture_output=True, text=True)
+    assert orphans.stdout.strip() == "", "a worker outlived its killed driver"
+
+    again = start(matrix, ws, tmp_path / "second.log")
+    assert again.wait(timeout=240) == 0, (tmp_path / "second.log").read_text()
+    rows = dict((rid, (status, attempts)) for rid, status, attempts in state(ws))
+    assert rows[first_id][0] == "finished" and len(rows[first_id][1]) == 1  # not executed twice
+    status, attempts = rows[second_id]
+    assert status == "finished" and [a[0] for a in attempts] == ["interrupted", "finished"]
+    assert attempts[0][2] > 0  # the interrupted attempt's hours are kept
+    assert attempts[1][1] >= 4  # resumed from its checkpoint, not from step 0
+    steps = [json.loads(line)["step"] for line in (ws / "runs" / second_id / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(12))

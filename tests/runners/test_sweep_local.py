@@ -1,0 +1,72 @@
+"""Sweeps on the local runner: complete, idempotent, retried, refused over budget, killed and resumed."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from grpo_lab import registry as reg
+from grpo_lab.cli import app
+from grpo_lab.runners.local import LocalRunner
+from grpo_lab.sweep import SweepOptions, execute_sweep, open_sweep, plan_for, recover
+from grpo_lab.yamlio import ConfigError
+from tests.runners.sweeps import write_matrix
+
+pytestmark = pytest.mark.slow
+
+
+def sweep_once(matrix: Path, ws: Path, retries: int = 1):
+    opts = SweepOptions(workspace=ws, retries=retries)
+    plan = plan_for(matrix, opts)
+    Session = reg.connect(reg.default_url(ws))
+    session = Session()
+    sweep = open_sweep(session, plan, matrix, opts, env={})
+    recover(session, sweep)
+    runner = LocalRunner(slots=2)
+    try:
+        return execute_sweep(session, sweep, runner, opts), sweep, session
+    finally:
+        runner.close()
+
+
+def test_sweep_completes_and_rerun_skips_finished(tmp_path):
+    matrix = write_matrix(tmp_path)
+    result, sweep, _ = sweep_once(matrix, tmp_path / "ws")
+    assert result.counts["finished"] == 2 and len(result.executed) == 2
+    for cell in sweep.cells:
+        run_dir = Path(cell.run.out_dir)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["run_id"] == cell.run_id
+        assert cell.run.attempts[0].gpu_hours > 0
+    again, _, _ = sweep_once(matrix, tmp_path / "ws")
+    assert again.executed == [] and again.skipped == 2
+
+
+def test_failed_run_is_retried_then_recorded_as_wasted(tmp_path):
+    data = tmp_path / "missing-{split}.jsonl"  # read when the run starts, so the run fails
+    matrix = write_matrix(tmp_path, "bad", tricks=["baseline"], data_path=str(data))
+    result, sweep, session = sweep_once(matrix, tmp_path / "ws", retries=1)
+    run = sweep.cells[0].run
+    assert result.counts["failed"] == 1
+    assert [a.status for a in run.attempts] == ["failed", "failed"]
+    assert "missing-" in run.error and run.wasted_gpu_hours == run.gpu_hours > 0
+    session.close()
+    for split in ("train", "test"):  # fixing the data makes the next sweep finish it
+        Path(str(data).replace("{split}", split)).write_text(
+            "".join(json.dumps({"question": f"{a} + {a}", "answer": str(2 * a)}) + "\n" for a in range(60)))
+    result, sweep, _ = sweep_once(matrix, tmp_path / "ws")
+    assert result.counts["finished"] == 1 and len(sweep.cells[0].run.attempts) == 3
+
+
+def test_over_budget_plan_is_refused_unless_allowed(tmp_path):
+    matrix = write_matrix(tmp_path)
+    matrix.write_text(matrix.read_text().replace("base:", "budget: {hardware: cpu, gpu_hours: 0.000001}\nbase:", 1))
+    with pytest.raises(ConfigError, match="--allow-over-budget"):
+        plan_for(matrix, SweepOptions(workspace=tmp_path / "ws"))
+    assert plan_for(matrix, SweepOptions(workspace=tmp_path / "ws", allow_over_budget=True)).fits is False

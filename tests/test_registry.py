@@ -1,0 +1,42 @@
+"""The registry on SQLite: cells link runs across sweeps, attempts keep their hours."""
+
+from grpo_lab import registry as reg
+from grpo_lab.matrix import load_matrix
+from grpo_lab.plan import make_plan
+from tests.runners.sweeps import write_matrix
+
+
+def _open(tmp_path, name, seeds):
+    plan = make_plan(load_matrix(write_matrix(tmp_path, name, seeds=seeds)))
+    Session = reg.connect(f"sqlite:///{tmp_path / 'r.db'}")
+    session = Session()
+    sweep = reg.Sweep(name=name, matrix_path="m.yaml")
+    session.add(sweep)
+    reg.register_cells(session, sweep, plan.cells, plan.estimates, tmp_path / "runs", {})
+    return session, sweep
+
+
+def test_cells_are_runs_shared_across_sweeps(tmp_path):
+    session, a = _open(tmp_path, "a", seeds=[0, 1])
+    assert len(a.cells) == 4 and reg.counts(session, a)["pending"] == 4
+    session.close()
+    session, b = _open(tmp_path, "b", seeds=[1, 2])  # seed 1's two cells are the same runs as in a
+    n_runs = session.query(reg.Run).count()
+    assert len(b.cells) == 4 and n_runs == 6
+
+
+def test_attempt_hours_and_wasted_compute(tmp_path):
+    session, sweep = _open(tmp_path, "a", seeds=[0])
+    run = sweep.cells[0].run
+    first = reg.begin_attempt(session, run, "local", "h", 0)
+    reg.end_attempt(session, first, "failed", 0.5, "boom", retry=True)
+    assert run.status == "pending" and run.error == "boom"
+    second = reg.begin_attempt(session, run, "local", "h", 2)
+    assert second.number == 2 and run.status == "running"
+    reg.end_attempt(session, second, "finished", 1.0)
+    assert run.status == "finished" and run.gpu_hours == 1.5 and run.wasted_gpu_hours == 0.5
+    third_run = sweep.cells[1].run
+    last = reg.begin_attempt(session, third_run, "local", "h", 0)
+    reg.end_attempt(session, last, "failed", 0.25, "boom again")
+    assert third_run.status == "failed"
+    assert reg.counts(session, sweep) == {"pending": 0, "running": 0, "finished": 1, "stopped": 0, "failed": 1}
