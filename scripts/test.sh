@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # Set up a venv in .venv (CPU torch) and run the test suite. Usage: bash scripts/test.sh [pytest args]
+# The report test renders HTML in headless Chromium: as root on Debian/Ubuntu this installs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null
+  else
+    echo "note: chromium/chromedriver missing: the headless report test will be skipped" >&2
+  fi
+fi
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip >/dev/null
 .venv/bin/pip install -q torch==2.13.0
