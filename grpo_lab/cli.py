@@ -167,5 +167,233 @@ def preset(
     show_plan(p, every_cell=False)
 
 
+@app.command()
+def sweep(
+    matrix: Path = typer.Argument(..., help="matrix YAML (see matrices/)"),
+    runner: Optional[str] = typer.Option(None, help="local, ray, slurm, or a profile YAML (default: the matrix's runner, else local)"),
+    max_parallel: Optional[int] = typer.Option(None, help="attempts at once (default: the profile's, else one per GPU or core)"),
+    retries: int = typer.Option(1, help="extra attempts for a failed run, each resuming from its checkpoint"),
+    allow_over_budget: bool = typer.Option(False, help="run a plan whose estimate exceeds its budget"),
+    skip_preflight: bool = typer.Option(False, help="do not check reward signal and diversity before training"),
+    workspace: Path = typer.Option(Path(".grpo-lab"), help="registry, MLflow store and run folders"),
+    db: Optional[str] = typer.Option(None, help="registry SQLAlchemy URL (default sqlite in the workspace; env GRPO_LAB_DB)"),
+    tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI (default sqlite in the workspace; env MLFLOW_TRACKING_URI)"),
+    name: Optional[str] = typer.Option(None, help="sweep name (default: the matrix's name)"),
+) -> None:
+    """Run every pending cell of a matrix; idempotent: finished runs are skipped, interrupted ones resume."""
+    from rich.markup import escape
+
+    from grpo_lab import registry as reg
+    from grpo_lab import tracking
+    from grpo_lab.matrix import load_matrix
+    from grpo_lab.runners.base import load_profile, make_runner
+    from grpo_lab.sweep import SweepOptions, execute_sweep, log_cell, open_sweep, plan_for, recover, totals
+    from grpo_lab.views import SweepProgress, runs_table
+
+    opts = SweepOptions(workspace=workspace, db_url=db, retries=retries, allow_over_budget=allow_over_budget, name=name)
+    try:
+        plan = plan_for(matrix, opts)
+        profile = load_profile(runner or load_matrix(matrix).runner)
+    except ConfigError as exc:
+        fail(ConfigError(escape(str(exc))))
+    show_plan(plan, every_cell=False)
+    Session = reg.connect(db or reg.default_url(workspace))
+    with Session() as session:
+        sw = open_sweep(session, plan, matrix, opts, env=tracking.env_snapshot())
+        if n := recover(session, sw):
+            console.print(f"closed {n} attempt(s) left running by an earlier driver; their runs resume")
+        if not skip_preflight:
+            run_preflight(plan, sw)
+        tracker = tracking.Tracker(tracking_uri or tracking.default_tracking_uri(workspace))
+        parent = tracker.start_sweep(sw.name, matrix, tags={"hardware": sw.hardware, "unit": sw.unit})
+        sw.mlflow_parent_id = parent
+        session.commit()
+        progress = SweepProgress(console, len(sw.cells), sum(c.run.status in reg.DONE for c in sw.cells))
+
+        def on_event(kind, cell, out):
+            progress(kind, cell, out)
+            if kind == "end":
+                safely(lambda: log_cell(tracker, parent, sw, cell), f"MLflow logging of {cell.run_id}")
+
+        run_on = make_runner(profile, workspace, max_parallel)
+        console.print(f"sweep [bold]{sw.name}[/]: {len(sw.cells)} cells, {progress.done} already done; "
+                      f"runner {run_on.name} x{run_on.slots}; registry {Session.kw['bind'].url}")
+        try:
+            with progress:
+                result = execute_sweep(session, sw, run_on, opts, on_event=on_event)
+        finally:
+            run_on.close()
+        for cell in sw.cells:  # runs a killed driver finished but never logged; logged ones are skipped
+            if cell.run.status in reg.DONE:
+                safely(lambda: log_cell(tracker, parent, sw, cell), f"MLflow logging of {cell.run_id}")
+        status_ = "failed" if result.counts["failed"] else "finished"
+        safely(lambda: tracker.end_sweep(parent, status_, totals(sw)), "MLflow sweep totals")
+        console.print(runs_table(sw))
+        console.print(f"executed {len(result.executed)} attempt(s), skipped {result.skipped} finished run(s): "
+                      f"{result.counts}; MLflow: grpo-lab ui --workspace {workspace}")
+        if result.counts["failed"]:
+            raise typer.Exit(1)
+
+
+def safely(action, what: str) -> None:
+    """Tracking is a copy of what the registry and run folders hold: its failure must not end a sweep."""
+    try:
+        action()
+    except Exception as exc:  # noqa: BLE001 - reported, and the sweep goes on
+        console.print(f"[yellow]warning:[/] {what} failed: {type(exc).__name__}: {exc}", markup=True, highlight=False)
+
+
+def run_preflight(plan, sw) -> None:
+    """Preflight once per (model, task) with runs to do; a red flag stops the sweep before training."""
+    from grpo_lab.preflight import preflight
+    from grpo_lab.sweep import preflight_pairs
+
+    for cfg in preflight_pairs(plan, sw):
+        with console.status(f"preflight {cfg.model} / {'+'.join(cfg.tasks)}"):
+            result = preflight(cfg, samples=256, diversity_prompts=20)
+        bad = [c for c in result.checks if c.verdict == "red"]
+        label = f"preflight {result.target}: "
+        if bad:
+            for c in bad:
+                console.print(f"[bold red]red:[/] {label}{c.name} = {c.value} ({c.note})", highlight=False)
+            fail(ConfigError(f"{label}red flags above; fix the config or pass --skip-preflight"))
+        console.print(f"[green]ok[/] {label}{len(result.checks)} checks, no red flag", highlight=False)
+
+
+@app.command()
+def status(
+    sweep_name: Optional[str] = typer.Argument(None, metavar="[SWEEP]", help="a sweep name; without it, every sweep"),
+    workspace: Path = typer.Option(Path(".grpo-lab"), help="the sweep's workspace"),
+    db: Optional[str] = typer.Option(None, help="registry SQLAlchemy URL"),
+) -> None:
+    """Counts per sweep, or the status of every run of one sweep."""
+    from grpo_lab import registry as reg
+    from grpo_lab.views import runs_table, sweeps_table
+
+    Session = reg.connect(db or reg.default_url(workspace))
+    with Session() as session:
+        sweeps = reg.all_sweeps(session)
+        if sweep_name is None:
+            console.print(sweeps_table(session, sweeps) if sweeps else "no sweeps in this registry")
+            return
+        sw = reg.get_sweep(session, sweep_name)
+        if sw is None:
+            from grpo_lab.yamlio import suggest
+
+            fail(ConfigError(f"no sweep '{sweep_name}'{suggest(sweep_name, [s.name for s in sweeps])}"))
+        console.print(runs_table(sw))
+
+
+@app.command()
+def ui(
+    workspace: Path = typer.Option(Path(".grpo-lab"), help="the sweep's workspace (its mlflow.db)"),
+    tracking_uri: Optional[str] = typer.Option(None, help="MLflow store URI (default: env MLFLOW_TRACKING_URI, "
+                                                "else sqlite in the workspace)"),
+    port: int = typer.Option(5000, help="port on 127.0.0.1"),
+) -> None:
+    """Open the MLflow UI on the sweeps' tracking store (local only; Ctrl-C stops it)."""
+    from grpo_lab.tracking import default_tracking_uri, serve_ui
+
+    uri = tracking_uri or default_tracking_uri(workspace)
+    console.print(f"MLflow UI for {uri} at http://127.0.0.1:{port}", markup=False)
+    raise typer.Exit(serve_ui(uri, port))
+
+
+@app.command("preflight")
+def preflight_cmd(
+    target: Optional[Path] = typer.Argument(None, help="run config or matrix YAML (or give --model and --task)"),
+    model: Optional[str] = typer.Option(None, help="model card, with --task, for a default config"),
+    task: Optional[str] = typer.Option(None, help="task, with --model"),
+    set_: list[str] = typer.Option([], "--set", help="override a key of a run config, e.g. --set sampling.temperature=0.9"),
+    samples: int = typer.Option(1000, min=1, help="completions scored with every reward component"),
+    prompts: int = typer.Option(20, min=1, help="prompts sampled in groups for the diversity check"),
+    pin: Optional[Path] = typer.Option(None, help="JSON {package: version} of the pinned environment"),
+    out: Path = typer.Option(Path("preflight.json"), help="JSON report"),
+) -> None:
+    """Check reward signal, group diversity and environment before training (exit 1 on any red verdict)."""
+    from rich.markup import escape
+
+    from grpo_lab.preflight import preflight
+    from grpo_lab.preflight.report import verdict_table, write_json
+    from grpo_lab.preflight.targets import preflight_configs
+
+    try:
+        configs = preflight_configs(target, model, task, set_)
+        pinned = json.loads(pin.read_text()) if pin else None
+    except (ConfigError, OSError, ValueError) as exc:  # a bad pin file is an OSError or a JSON ValueError
+        fail(exc)
+    results = []
+    for cfg in configs:
+        results.append(preflight(cfg, samples=samples, diversity_prompts=prompts, pin=pinned))
+        console.print(verdict_table(results[-1]))
+    write_json(results, out)
+    red = [r.target for r in results if r.red]
+    console.print(f"wrote {out}; " + (f"[bold red]red[/] for {escape(', '.join(red))}" if red else "[green]no red flags[/]"))
+    if red:
+        raise typer.Exit(1)
+
+
+def show_interactions(table, metric: str) -> None:
+    """Print interaction rows: observed vs expected effect, interaction and its 95% CI, q, verdict."""
+    from rich import box
+    from rich.markup import escape
+
+    def num(x) -> str:
+        return "-" if x is None or x != x else f"{x:+.3g}"
+
+    labels = [k for k in ("model", "task") if table[k].n_unique() > 1]  # one cell: named in the title
+    where = "" if labels else f" for {table['model'][0]} on {table['task'][0]}"
+    out = Table(title=f"interactions on {escape(metric)}{escape(where)} (obs: effect vs baseline, exp: sum of "
+                      f"the singles' effects, inter = obs - exp)",
+                box=box.SIMPLE_HEAD)
+    for col in (*labels, "tricks", "seeds", "obs", "exp", "inter", "95% CI", "q", "verdict"):
+        out.add_column(col, justify="left" if col in (*labels, "tricks", "verdict") else "right",
+                       no_wrap=col not in (*labels, "tricks"), overflow="fold")
+    for r in table.iter_rows(named=True):
+        verdict = r["verdict"] + (f" (~{r['seeds_needed']} seeds)" if r["verdict"] == "inconclusive" and r["seeds_needed"] else "")
+        q = "-" if r["q_value"] is None or r["q_value"] != r["q_value"] else f"{r['q_value']:.2g}"
+        out.add_row(*(escape(str(r[k])) for k in labels), escape(r["tricks"]), str(r["n_seeds"]), num(r["observed"]),
+                    num(r["expected"]), num(r["interaction"]), f"[{num(r['ci_low'])}, {num(r['ci_high'])}]", q,
+                    verdict, style="bold red" if r["flagged"] else None)
+    console.print(out)
+    for r in table.filter(table["warnings"] != "").iter_rows(named=True):
+        console.print(f"[yellow]warning:[/] {escape(r['tricks'])}: {escape(r['warnings'])}")
+
+
+@app.command("interactions")
+def interactions_cmd(
+    source: str = typer.Argument(..., help="results table (.csv or .parquet: model, task, tricks, seed, metrics) or a sweep name"),
+    metric: str = typer.Option("pass@1", help="the metric column to compare"),
+    logit: bool = typer.Option(False, "--logit", help="compare logit(metric), for pass rates near 0 or 1"),
+    delta: Optional[float] = typer.Option(None, help="smallest interaction worth a claim, in metric units "
+                                                     "(default: the seed-to-seed noise std of each model x task)"),
+    variance: str = typer.Option("pooled", help="pooled: one seed noise per model x task; paired: each contrast on its own seeds"),
+    as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
+) -> None:
+    """Flag trick combinations that do worse than their single tricks predict (DESIGN.md section 6)."""
+    from rich.markup import escape
+
+    from grpo_lab.analysis import results
+    from grpo_lab.analysis.interactions import interactions
+
+    path = Path(source)
+    try:
+        if path.exists() or path.suffix.lower() in results.READERS:
+            frame = results.load_results(path)
+        elif hasattr(results, "sweep_frame"):  # not a file: a sweep name, read from the registry
+            frame = results.sweep_frame(source)
+        else:
+            raise ConfigError(f"{source}: no such results file, and sweep names cannot be read yet")
+        table = interactions(frame, metric, delta=delta, logit=logit, variance=variance)
+    except ValueError as exc:  # ConfigError included
+        fail(ConfigError(escape(str(exc))))
+    if as_json:
+        typer.echo(json.dumps(table.fill_nan(None).to_dicts(), indent=1))
+    elif table.is_empty():
+        console.print("no combination has its single tricks and a baseline in the same model x task: nothing to compare")
+    else:
+        show_interactions(table, metric + (" (logit)" if logit else ""))
+
+
 if __name__ == "__main__":
     app()

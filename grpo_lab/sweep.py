@@ -156,3 +156,36 @@ def totals(sweep: reg.Sweep) -> dict:
             "cost": used * sweep.price_per_gpu_hour, "unit": sweep.unit,
             "attempts": sum(len(r.attempts) for r in runs),
             **{f"cells_{s}": sum(r.status == s for r in runs) for s in reg.STATUSES}}
+
+
+def attempt_info(attempt: reg.Attempt) -> dict:
+    return {"number": attempt.number, "runner": attempt.runner, "host": attempt.host or "",
+            "started_at": attempt.started_at, "ended_at": attempt.ended_at, "gpu_hours": attempt.gpu_hours,
+            "start_step": attempt.start_step, "error": (attempt.error or "")[:2000]}
+
+
+def cell_labels(cell: reg.SweepRun, matrix: str) -> dict:
+    from grpo_lab.tricks import load_catalog
+
+    catalog = load_catalog()
+    dims = sorted({catalog[t].dimension for t in cell.tricks.split("+") if t in catalog})
+    return {**cell.labels(), "dimensions": dims, "matrix": matrix}
+
+
+def log_cell(tracker, parent_id: str, sweep: reg.Sweep, cell: reg.SweepRun) -> None:
+    """Log a cell's latest ended attempt to MLflow (idempotent: a logged attempt is not duplicated)."""
+    ended = [a for a in cell.run.attempts if a.status != "running"]
+    if ended:
+        last = ended[-1]
+        tracker.log_run(parent_id, cell_labels(cell, sweep.matrix_path), Path(cell.run.out_dir), last.status,
+                        attempt_info(last))
+
+
+def preflight_pairs(plan: Plan, sweep: reg.Sweep) -> list:
+    """One baseline config per (model, task) that still has runs to do (preflight's targets)."""
+    todo = {(c.model, c.task) for c in sweep.cells if c.run.status not in reg.DONE}
+    chosen: dict = {}
+    for cell in sorted(plan.cells, key=lambda c: c.tricks != ()):  # baselines first; the sort is stable
+        if (cell.model, cell.task) in todo:
+            chosen.setdefault((cell.model, cell.task), cell.config)
+    return list(chosen.values())

@@ -1,0 +1,49 @@
+"""What a preflight runs on: a run config, each (model, task) of a matrix, or a model and a task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grpo_lab.config import RunConfig, load_config, parse_set, resolve
+from grpo_lab.matrix import MatrixSpec, expand, load_matrix
+from grpo_lab.models import load_card
+from grpo_lab.tasks import TASKS
+from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+
+
+def matrix_configs(spec: MatrixSpec) -> list[RunConfig]:
+    """One config per distinct (model, task) of the matrix: its baseline cell's (the base config
+    with that model and task); a matrix without a baseline lends its first cell of the pair."""
+    chosen: dict[tuple[str, str], RunConfig] = {}
+    for cell in sorted(expand(spec), key=lambda c: c.tricks != ()):  # baselines first; the sort is stable
+        chosen.setdefault((cell.model, cell.task), cell.config)
+    return list(chosen.values())
+
+
+def preflight_configs(path: Path | None, model: str | None, task: str | None,
+                      overrides: list[str] | None = None) -> list[RunConfig]:
+    """The configs named on the command line: a run config or matrix file, or --model with --task."""
+    if path is None:
+        if not (model and task):
+            raise ConfigError("give a run config or matrix file, or both --model and --task")
+        configs = [resolve({"model": model, "task": task}, "<--model/--task>", overrides=parse_set(overrides or []))]
+    elif model or task:
+        raise ConfigError("give a file or --model/--task, not both")
+    elif _is_matrix(path):
+        if overrides:
+            raise ConfigError(f"{path}: --set applies to run configs; change a matrix's `base:` instead")
+        configs = matrix_configs(load_matrix(path))
+    else:
+        configs = [load_config(path, overrides)]
+    for cfg in configs:  # a bad name fails here, before any model is loaded
+        load_card(cfg.model)
+        for name in cfg.tasks:
+            if name not in TASKS:
+                raise ConfigError(f"unknown task '{name}'{suggest(name, TASKS)}; tasks: {', '.join(TASKS)}")
+    return configs
+
+
+def _is_matrix(path: Path) -> bool:
+    """Matrices list `models`; run configs name one `model`."""
+    data, _ = load_yaml(path)
+    return isinstance(data, dict) and "models" in data

@@ -1,0 +1,409 @@
+"""MLflow tracking for sweeps: a parent run per sweep, a child run per finished cell.
+
+Runs write only to their run folder; the single sweep driver reads a finished (failed, stopped)
+run's folder and logs it here, so exactly one process writes to the MLflow store per sweep (SQLite
+locks under concurrent writers). The same calls backfill a sweep after the fact. Everything goes
+through `mlflow.MlflowClient`, never the fluent global run state, so trackers can coexist.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import math
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from grpo_lab.registry import WORKSPACE
+
+if TYPE_CHECKING:
+    from mlflow.entities import Metric
+
+# MLflow phones home (telemetry config fetch + usage events) from the moment it is imported,
+# unless told not to; this must run before the first `import mlflow` in the process.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+MAX_PARAMS_PER_BATCH = 100     # MLflow's log_batch limit for params (and tags)
+MAX_METRICS_PER_BATCH = 1000   # ... and for metrics
+MAX_PARAM_CHARS = 6000
+MAX_TAG_CHARS = 8000
+SWEEP_TAG = "grpo_lab.sweep"
+IDENTITY = ("model", "task", "tricks", "dimensions", "seed", "run_id", "matrix")  # tags every child has
+COMPLETE_TAG = "grpo_lab.logged"  # set last: a child without it was cut off mid-logging
+
+# Registry/runner statuses -> MLflow run statuses; the raw status is kept in the `status` tag.
+MLFLOW_STATUS = {
+    "done": "FINISHED", "finished": "FINISHED", "succeeded": "FINISHED", "completed": "FINISHED",
+    "failed": "FAILED", "error": "FAILED", "crashed": "FAILED",
+    "stopped": "FINISHED",  # an alarm's stop_on ended it on purpose (the registry counts it done)
+    "killed": "KILLED", "cancelled": "KILLED", "canceled": "KILLED",
+    "preempted": "KILLED", "timeout": "KILLED", "interrupted": "KILLED", "running": "RUNNING",
+}
+# Per-sample list columns of completions.jsonl and their one-row-per-sample names.
+SAMPLE_COLUMNS = {"completions": "completion", "rewards": "reward", "advantages": "advantage"}
+
+
+def default_tracking_uri(workspace: Path = WORKSPACE) -> str:
+    """MLFLOW_TRACKING_URI if set, else `sqlite:///<workspace>/mlflow.db` (absolute path)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(workspace / 'mlflow.db').resolve()}"
+
+
+def mlflow_status(status: str) -> str:
+    """Map a registry status ('finished', 'failed', 'stopped', ...) to an MLflow run status;
+    an unknown one ended without a known success: KILLED."""
+    return MLFLOW_STATUS.get(status.lower(), "KILLED")
+
+
+def metric_key(name: str) -> str:
+    """An MLflow-legal key: '@' is not allowed, so 'eval/pass@1' -> 'eval/pass_at_1'."""
+    return re.sub(r"[^/\w.\- :]", "_", name.replace("@", "_at_"))
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _command(args: list[str], cwd: Path | None = None) -> str | None:
+    """stdout of a short local command, or None if it is missing, fails or hangs."""
+    try:
+        done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
+
+
+def _git_info() -> dict[str, str]:
+    repo = Path(__file__).resolve().parent.parent
+    commit = _command(["git", "rev-parse", "HEAD"], cwd=repo)
+    if commit is None:
+        return {"git_commit": "unknown", "git_dirty": "unknown"}
+    # Tracked changes only: untracked scratch files do not change what a run executes.
+    dirty = _command(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo)
+    return {"git_commit": commit, "git_dirty": "unknown" if dirty is None else str(bool(dirty)).lower()}
+
+
+def _device_info() -> dict[str, str]:
+    """CUDA build of torch and the host's GPUs (via nvidia-smi: no CUDA context in the driver)."""
+    info: dict[str, str] = {}
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        info["cuda"] = torch.version.cuda or "none"
+    names = _command(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
+    gpus = [n.strip() for n in (names or "").splitlines() if n.strip()]
+    info["device_count"] = str(len(gpus))
+    info["devices"] = ", ".join(gpus) if gpus else "cpu"
+    return info
+
+
+def env_snapshot() -> dict[str, str]:
+    """Versions (installed packages only), CUDA, devices, git commit/dirty, host, platform.
+
+    Local look-ups only: no network, and absent packages are never imported.
+    """
+    env = {"python": platform.python_version(), "platform": platform.platform(),
+           "hostname": socket.gethostname()}
+    for dist in ("torch", "transformers", "vllm", "deepspeed", "mlflow", "grpo-lab"):
+        if (v := _version(dist)) is not None:
+            env[dist.replace("-", "_")] = v
+    return env | _device_info() | _git_info()
+
+
+def serve_ui(uri: str, port: int = 5000) -> int:
+    """Run the MLflow UI on 127.0.0.1:port over `uri` until interrupted; returns its exit code."""
+    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
+           "--host", "127.0.0.1", "--port", str(port)]
+    return subprocess.run(cmd, check=False).returncode
+
+
+def flatten(d: dict[str, Any], prefix: str = "", sep: str = ".") -> dict[str, Any]:
+    """Nested dict -> {'a.b.c': leaf} (joined by `sep`); empty dicts stay as leaves."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out |= flatten(v, f"{prefix}{k}{sep}", sep)
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _param_value(v: Any) -> str:
+    text = v if isinstance(v, str) else json.dumps(v)
+    return text[:MAX_PARAM_CHARS]
+
+
+def _number(v: Any) -> float | None:
+    """A metric value, or None for non-numbers (bools count as 0/1)."""
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def _joined(v: Any, empty: str = "") -> str:
+    if isinstance(v, (list, tuple)):
+        return "+".join(map(str, v)) or empty
+    return empty if v is None else str(v)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL file; a torn last line (run killed mid-write) is skipped."""
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def step_metrics(rows: Iterable[dict[str, Any]], timestamp_ms: int) -> tuple[list[Metric], list[str]]:
+    """metrics.jsonl rows -> (finite MLflow metrics, sorted names of keys that had non-finite values)."""
+    from mlflow.entities import Metric
+
+    metrics, bad = [], set()
+    for row in rows:
+        step = int(row.get("step", 0))
+        for k, v in row.items():
+            if k == "step" or (x := _number(v)) is None:
+                continue
+            if math.isfinite(x):
+                metrics.append(Metric(metric_key(k), x, timestamp_ms, step))
+            else:
+                bad.add(k)
+    return metrics, sorted(bad)
+
+
+def summary_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    """summary.json -> metrics: base/..., final/... (and final/delta_...), cost/<top-level number>,
+    cost/<dict>/<key> for nested dicts such as phase_seconds and device_hours_by_phase."""
+    out: dict[str, float] = {}
+    for k, v in summary.items():
+        if k in ("seed", "steps"):
+            continue  # run identity, already a tag / param
+        if isinstance(v, dict):
+            group = k if k in ("base", "final") else f"cost/{k}"
+            out |= {f"{group}/{kk}": x for kk, vv in v.items() if (x := _number(vv)) is not None}
+        elif (x := _number(v)) is not None:
+            out[f"final/{k}" if k.startswith("delta") else f"cost/{k}"] = x
+    return {metric_key(k): x for k, x in out.items() if math.isfinite(x)}
+
+
+def completion_tables(rows: Iterable[dict[str, Any]]) -> dict[int, dict[str, list[Any]]]:
+    """completions.jsonl -> {eval step: column dict}, one table row per sampled completion.
+
+    Per-sample lists (completions, rewards, advantages) become singular columns; the other fields
+    of a record (prompt, task, ...) repeat on each of its rows.
+    """
+    by_step: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        samples = {SAMPLE_COLUMNS[k]: v for k, v in row.items() if k in SAMPLE_COLUMNS and isinstance(v, list)}
+        shared = {k: v for k, v in row.items() if k != "step" and k not in SAMPLE_COLUMNS}
+        n = max((len(v) for v in samples.values()), default=1)
+        by_step.setdefault(int(row.get("step", 0)), []).extend(
+            shared | {"sample": i} | {c: v[i] if i < len(v) else None for c, v in samples.items()} for i in range(n))
+    return {step: _columns(table) for step, table in by_step.items()}
+
+
+def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Row dicts -> column dict over the union of their keys (missing cells are None)."""
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    return {k: [r.get(k) for r in rows] for k in keys}
+
+
+def _tag_values(tags: dict[str, Any]) -> dict[str, str]:
+    """Legal tag keys, string values within MLflow's length limit."""
+    return {metric_key(k): str(v)[:MAX_TAG_CHARS] for k, v in tags.items()}
+
+
+def _quote(value: str) -> str:
+    """A filter-string literal (MLflow's grammar has no escapes: pick the quote it lacks)."""
+    return f'"{value}"' if "'" in value else f"'{value}'"
+
+
+def _artifact_root(uri: str, experiment: str) -> str | None:
+    """For a SQLite store, artifacts go next to the DB file (MLflow's default is ./mlruns in
+    whatever the current directory is); other stores keep their server's default."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    db = Path(uri.removeprefix("sqlite:///")).resolve()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    return (db.parent / "mlartifacts" / re.sub(r"[^\w.-]", "_", experiment)).as_uri()
+
+
+def _ms(when: Any) -> int | None:
+    """A datetime (naive = UTC, as the registry stores it) or epoch seconds -> MLflow epoch
+    milliseconds; None stays None (MLflow then uses now)."""
+    if isinstance(when, datetime):
+        return int((when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+    return None if _number(when) is None else int(float(when) * 1000)
+
+
+class Tracker:
+    """Logs sweeps into one MLflow experiment: a parent run per sweep, a child per run attempt."""
+
+    def __init__(self, uri: str, experiment: str = "grpo-lab") -> None:
+        from mlflow import MlflowClient
+
+        self.uri = uri
+        self.client: MlflowClient = MlflowClient(tracking_uri=uri)
+        self.experiment_id = self._experiment(experiment)
+        self._env_tags: dict[str, str] | None = None
+
+    def _experiment(self, name: str) -> str:
+        exp = self.client.get_experiment_by_name(name)
+        if exp is None:
+            return self.client.create_experiment(name, artifact_location=_artifact_root(self.uri, name))
+        if exp.lifecycle_stage == "deleted":
+            self.client.restore_experiment(exp.experiment_id)
+        return exp.experiment_id
+
+    @property
+    def env_tags(self) -> dict[str, str]:
+        """env_snapshot() as `env.*` tags, taken once per tracker (it runs git and nvidia-smi)."""
+        if self._env_tags is None:
+            self._env_tags = {f"env.{k}": v for k, v in env_snapshot().items()}
+        return self._env_tags
+
+    def start_sweep(self, name: str, matrix_path: Path | None = None, tags: dict[str, Any] | None = None) -> str:
+        """The parent run of sweep `name`, set RUNNING: reused if one is tagged with the name."""
+        sweep_tags = self.env_tags | (tags or {}) | {SWEEP_TAG: name, "kind": "sweep"}
+        if matrix_path is not None:
+            sweep_tags |= {"matrix": Path(matrix_path).stem, "matrix_path": str(matrix_path)}
+        found = self._find({SWEEP_TAG: name})
+        if found is None:
+            run_id = self.client.create_run(self.experiment_id, run_name=name, tags=_tag_values(sweep_tags)).info.run_id
+        else:
+            run_id = found.info.run_id
+            self.client.update_run(run_id, status="RUNNING")
+            self._set_tags(run_id, sweep_tags)
+        if matrix_path is not None and Path(matrix_path).is_file():
+            self.client.log_artifact(run_id, str(matrix_path))  # same name: overwritten, not duplicated
+        return run_id
+
+    def end_sweep(self, parent_run_id: str, status: str, totals: dict[str, Any]) -> None:
+        """Close the parent run: numeric totals (nested ones too) -> metrics `sweep/...`, others -> tags."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        flat = flatten(totals, sep="/")
+        metrics = [Metric(metric_key(f"sweep/{k}"), x, now, 0) for k, v in flat.items()
+                   if (x := _number(v)) is not None and math.isfinite(x)]
+        self._log_metrics(parent_run_id, metrics)
+        self._set_tags(parent_run_id, {f"sweep.{metric_key(k)}": v for k, v in flat.items() if _number(v) is None}
+                       | {"status": status})
+        self.client.set_terminated(parent_run_id, mlflow_status(status))
+
+    def log_run(self, parent_run_id: str, labels: dict[str, Any], run_dir: Path, status: str,
+                attempt_info: dict[str, Any] | None = None) -> str:
+        """Log one ended run attempt from its folder as a child of the sweep's parent run; its id.
+
+        Idempotent per (parent, run id, attempt): a complete child is only re-tagged and re-closed
+        with the new status; one cut off mid-logging is deleted and logged afresh.
+        attempt_info: {"attempt": n, "started_at"/"ended_at": datetime or epoch s, numbers -> metrics
+        `attempt/...`, strings (error, node, ...) -> tags `attempt.*`}.
+        """
+        run_dir, attempt_info = Path(run_dir), attempt_info or {}
+        tags = self._run_tags(parent_run_id, labels, run_dir, status, attempt_info)
+        end_ms = _ms(attempt_info.get("ended_at"))
+        found = self._find({k: tags[k] for k in ("mlflow.parentRunId", "run_id", "attempt")})
+        if found is not None and found.data.tags.get(COMPLETE_TAG) == "true":
+            self._set_tags(found.info.run_id, tags)
+            self.client.set_terminated(found.info.run_id, mlflow_status(status), end_time=end_ms)
+            return found.info.run_id
+        if found is not None:
+            self.client.delete_run(found.info.run_id)
+        run_name = f"{tags['tricks']}-s{tags['seed']}-{tags['run_id']}"
+        run_id = self.client.create_run(self.experiment_id, start_time=_ms(attempt_info.get("started_at")),
+                                        tags=_tag_values(tags), run_name=run_name).info.run_id
+        bad = self._log_data(run_id, run_dir, attempt_info)
+        self._log_files(run_id, run_dir)
+        self._set_tags(run_id, {"nonfinite_count": len(bad), "nonfinite_keys": ",".join(bad), COMPLETE_TAG: "true"})
+        self.client.set_terminated(run_id, mlflow_status(status), end_time=end_ms)
+        return run_id
+
+    def _run_tags(self, parent_run_id: str, labels: dict[str, Any], run_dir: Path, status: str,
+                  attempt_info: dict[str, Any]) -> dict[str, str]:
+        """Identity tags (labels win over summary.json, which wins over config.json), status,
+        attempt, summary/attempt strings, the parent link and the env snapshot."""
+        parent = self.client.get_run(parent_run_id).data.tags
+        config, summary = _read_json(run_dir / "config.json"), _read_json(run_dir / "summary.json")
+        ident: dict[str, Any] = {"run_id": run_dir.name, "matrix": parent.get("matrix", "")}
+        for source in (config, summary, labels):
+            ident |= {k: v for k, v in source.items() if k in IDENTITY}
+        tags = {k: _joined(v) for k, v in (labels | ident).items()}
+        tags |= {"tricks": _joined(ident.get("tricks"), "baseline"), "status": status,
+                 "attempt": str(attempt_info.get("attempt", 1)), "sweep": parent.get(SWEEP_TAG, ""),
+                 "mlflow.parentRunId": parent_run_id, "run_dir": str(run_dir.resolve()), "kind": "run"}
+        tags |= {f"summary.{k}": v for k, v in summary.items() if isinstance(v, str) and k not in IDENTITY}
+        tags |= {f"attempt.{k}": v for k, v in attempt_info.items() if isinstance(v, str)}
+        return {k: v for k, v in tags.items() if k in IDENTITY or v != ""} | self.env_tags
+
+    def _log_data(self, run_id: str, run_dir: Path, attempt_info: dict[str, Any]) -> list[str]:
+        """Params (flattened config), step, summary, attempt and alarm metrics; returns the names
+        of step metrics that had non-finite values (not loggable, so recorded as tags)."""
+        from mlflow.entities import Metric
+
+        self._log_params(run_id, flatten(_read_json(run_dir / "config.json")))
+        now = int(time.time() * 1000)
+        metrics, bad = step_metrics(_read_jsonl(run_dir / "metrics.jsonl"), now)
+        metrics += [Metric(k, x, now, 0) for k, x in summary_metrics(_read_json(run_dir / "summary.json")).items()]
+        metrics += [Metric(metric_key(f"attempt/{k}"), x, now, 0) for k, v in attempt_info.items()
+                    if k not in ("attempt", "started_at", "ended_at")
+                    and (x := _number(v)) is not None and math.isfinite(x)]
+        for e in _read_jsonl(run_dir / "events.jsonl"):
+            value = _number(e.get("value"))
+            value = value if value is not None and math.isfinite(value) else 1.0  # the alarm fired
+            metrics.append(Metric(metric_key(f"alarm/{e.get('kind', 'unknown')}"), value, now, int(e.get("step", 0))))
+        self._log_metrics(run_id, metrics)
+        return bad
+
+    def _log_files(self, run_id: str, run_dir: Path) -> None:
+        """Artifacts: config/summary/events files, eval completions and alarms as MLflow tables."""
+        for name in ("config.json", "summary.json", "events.jsonl"):
+            if (run_dir / name).is_file():
+                self.client.log_artifact(run_id, str(run_dir / name))
+        for step, table in sorted(completion_tables(_read_jsonl(run_dir / "completions.jsonl")).items()):
+            self.client.log_table(run_id, data=table, artifact_file=f"eval/completions_step_{step}.json")
+        if events := _read_jsonl(run_dir / "events.jsonl"):
+            self.client.log_table(run_id, data=_columns(events), artifact_file="alarms/events.json")
+
+    def _find(self, tags: dict[str, str]) -> Any:
+        """The oldest active run of the experiment carrying all these tags, or None."""
+        where = " and ".join(f"tags.`{k}` = {_quote(v)}" for k, v in tags.items())
+        runs = self.client.search_runs([self.experiment_id], filter_string=where,
+                                       order_by=["attributes.start_time ASC"], max_results=1)
+        return runs[0] if runs else None
+
+    def _set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        items = [RunTag(k, v) for k, v in _tag_values(tags).items()]
+        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(run_id, tags=items[i:i + MAX_PARAMS_PER_BATCH])
+
+    def _log_params(self, run_id: str, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(metric_key(k), _param_value(v)) for k, v in params.items()]
+        for i in range(0, len(items), MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(run_id, params=items[i:i + MAX_PARAMS_PER_BATCH])
+
+    def _log_metrics(self, run_id: str, metrics: list[Metric]) -> None:
+        for i in range(0, len(metrics), MAX_METRICS_PER_BATCH):
+            self.client.log_batch(run_id, metrics=metrics[i:i + MAX_METRICS_PER_BATCH])
