@@ -10,6 +10,7 @@ device's peak bf16 rate, given by --peak-tflops).
 
 from __future__ import annotations
 
+# engine: vllm is not exercised here: vLLM is too large to carry to the GPU machine (its CPU tests fake it).
 import argparse
 import time
 

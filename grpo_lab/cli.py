@@ -338,25 +338,27 @@ def show_interactions(table, metric: str) -> None:
     from rich import box
     from rich.markup import escape
 
-    def num(x) -> str:
-        return "-" if x is None or x != x else f"{x:+.3g}"
+    def num(x, digits: int = 3) -> str:
+        return "-" if x is None or x != x else f"{x:+.{digits}g}"
 
-    labels = [k for k in ("model", "task") if table[k].n_unique() > 1]  # one cell: named in the title
-    where = "" if labels else f" for {table['model'][0]} on {table['task'][0]}"
-    out = Table(title=f"interactions on {escape(metric)}{escape(where)} (obs: effect vs baseline, exp: sum of "
-                      f"the singles' effects, inter = obs - exp)",
-                box=box.SIMPLE_HEAD)
-    for col in (*labels, "tricks", "seeds", "obs", "exp", "inter", "95% CI", "q", "verdict"):
-        out.add_column(col, justify="left" if col in (*labels, "tricks", "verdict") else "right",
-                       no_wrap=col not in (*labels, "tricks"), overflow="fold")
+    # Labels shared by every row go to the title, so the trick names get the width.
+    shared = {k: table[k][0] for k in ("model", "task", "n_seeds") if table[k].n_unique() == 1}
+    labels = [k for k in ("model", "task") if k not in shared]
+    where = "".join(f", {k.removeprefix('n_')} {v}" for k, v in shared.items())
+    out = Table(title=f"interactions on {escape(metric)}{escape(where)}", box=box.SIMPLE_HEAD, show_edge=False,
+                caption="obs: effect vs baseline; exp: sum of the singles' effects; inter = obs - exp, with its 95% CI")
+    for col in (*labels, "tricks", *(() if "n_seeds" in shared else ("seeds",)), "obs", "exp", "inter", "q", "verdict"):
+        out.add_column(col, justify="left" if col in (*labels, "tricks", "verdict") else "right", overflow="fold")
     for r in table.iter_rows(named=True):
-        verdict = r["verdict"] + (f" (~{r['seeds_needed']} seeds)" if r["verdict"] == "inconclusive" and r["seeds_needed"] else "")
+        need = r["verdict"] == "inconclusive" and r["seeds_needed"]
         q = "-" if r["q_value"] is None or r["q_value"] != r["q_value"] else f"{r['q_value']:.2g}"
-        out.add_row(*(escape(str(r[k])) for k in labels), escape(r["tricks"]), str(r["n_seeds"]), num(r["observed"]),
-                    num(r["expected"]), num(r["interaction"]), f"[{num(r['ci_low'])}, {num(r['ci_high'])}]", q,
-                    verdict, style="bold red" if r["flagged"] else None)
+        out.add_row(*(escape(str(r[k])) for k in labels), escape(r["tricks"].replace("+", "\n+")),
+                    *(() if "n_seeds" in shared else (str(r["n_seeds"]),)), num(r["observed"]), num(r["expected"]),
+                    f"{num(r['interaction'])}\n[{num(r['ci_low'], 2)}, {num(r['ci_high'], 2)}]", q,
+                    r["verdict"] + (f"\n(~{r['seeds_needed']} seeds)" if need else ""),
+                    style="bold red" if r["flagged"] else None, end_section=True)
     console.print(out)
-    for r in table.filter(table["warnings"] != "").iter_rows(named=True):
+    for r in table.filter(table["warnings"] != "").unique(["tricks", "warnings"], maintain_order=True).iter_rows(named=True):
         console.print(f"[yellow]warning:[/] {escape(r['tricks'])}: {escape(r['warnings'])}")
 
 
@@ -369,6 +371,7 @@ def interactions_cmd(
                                                      "(default: the seed-to-seed noise std of each model x task)"),
     variance: str = typer.Option("pooled", help="pooled: one seed noise per model x task; paired: each contrast on its own seeds"),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
+    workspace: Path = typer.Option(Path(".grpo-lab"), help="the sweep's workspace (when SOURCE is a sweep name)"),
 ) -> None:
     """Flag trick combinations that do worse than their single tricks predict (DESIGN.md section 6)."""
     from rich.markup import escape
@@ -380,10 +383,8 @@ def interactions_cmd(
     try:
         if path.exists() or path.suffix.lower() in results.READERS:
             frame = results.load_results(path)
-        elif hasattr(results, "sweep_frame"):  # not a file: a sweep name, read from the registry
-            frame = results.sweep_frame(source)
-        else:
-            raise ConfigError(f"{source}: no such results file, and sweep names cannot be read yet")
+        else:  # not a file: a sweep name, read from the registry
+            frame = results.sweep_frame(source, workspace)
         table = interactions(frame, metric, delta=delta, logit=logit, variance=variance)
     except ValueError as exc:  # ConfigError included
         fail(ConfigError(escape(str(exc))))
@@ -393,6 +394,40 @@ def interactions_cmd(
         console.print("no combination has its single tricks and a baseline in the same model x task: nothing to compare")
     else:
         show_interactions(table, metric + (" (logit)" if logit else ""))
+
+
+@app.command()
+def report(
+    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="a sweep name (grpo-lab status lists them)"),
+    out: Optional[Path] = typer.Option(None, help="output folder (default reports/<sweep>)"),
+    metric: str = typer.Option("pass@1", help="the metric effects and interactions are computed on"),
+    logit: bool = typer.Option(False, "--logit", help="work on logit(metric), for pass rates near 0 or 1"),
+    workspace: Path = typer.Option(Path(".grpo-lab"), help="the sweep's workspace"),
+    db: Optional[str] = typer.Option(None, help="registry SQLAlchemy URL"),
+) -> None:
+    """Write the comparison report of a sweep: index.html (self-contained) and report.md."""
+    from rich.markup import escape
+
+    from grpo_lab import registry as reg
+    from grpo_lab.report import write_report
+    from grpo_lab.report.from_sweep import sweep_data
+    from grpo_lab.yamlio import suggest
+
+    Session = reg.connect(db or reg.default_url(workspace))
+    with Session() as session:
+        sw = reg.get_sweep(session, sweep_name)
+        if sw is None:
+            fail(ConfigError(f"no sweep '{sweep_name}'{suggest(sweep_name, [s.name for s in reg.all_sweeps(session)])}"))
+        try:
+            with console.status(f"analysing {len(sw.cells)} cells of {sw.name}"):
+                data = sweep_data(sw, metric, logit)
+                html, md = write_report(data, out or Path("reports") / sw.name)
+        except ValueError as exc:
+            fail(ConfigError(escape(str(exc))))
+    console.print(f"wrote {html} and {md}")
+    verdicts = data.interactions["verdict"].value_counts().sort("verdict").iter_rows() if data.interactions.height else []
+    for verdict, n in verdicts:
+        console.print(f"  {n} combination(s): {verdict}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from grpo_lab.yamlio import ConfigError, load_yaml, suggest
 
@@ -111,6 +111,31 @@ class OptimConfig(Strict):
     micro_batch: int | None = Field(None, ge=1)  # rows per forward/backward; gradients accumulate
 
 
+class TrainBackendConfig(Strict):
+    """Who runs backward and the optimizer step: plain torch AdamW (one process) or a DeepSpeed
+    ZeRO engine around the same AdamW (sharded optimizer state, N GPUs). The zero_* and offload
+    keys only matter for deepspeed; gradient_checkpointing works with either."""
+
+    name: Literal["torch", "deepspeed"] = "torch"
+    zero_stage: Literal[0, 1, 2, 3] = 2
+    offload_optimizer: bool = False  # optimizer state and step on the CPU (DeepSpeedCPUAdam)
+    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, ~1/3 more compute
+
+    @model_validator(mode="after")
+    def _check(self) -> "TrainBackendConfig":
+        if self.offload_optimizer and self.name != "deepspeed":
+            raise ValueError("backend.offload_optimizer needs backend.name: deepspeed")
+        if self.name == "deepspeed" and self.zero_stage == 0:
+            raise ValueError("backend.zero_stage 0 is plain data parallelism: use zero_stage 1 (same traffic, "
+                             "sharded optimizer state) or backend.name: torch")
+        if self.name == "deepspeed" and self.zero_stage == 3:
+            raise ValueError("backend.zero_stage 3 is not supported: it partitions the weights themselves, and the "
+                             "rollout engine, the reference copy and checkpoints read the whole policy module")
+        if self.offload_optimizer and self.zero_stage < 2:
+            raise ValueError("backend.offload_optimizer needs backend.zero_stage 2")
+        return self
+
+
 class CurriculumConfig(Strict):
     mode: Literal["uniform", "adaptive", "two_stage"] = "uniform"
     threshold: float = Field(0.5, ge=0, le=1)  # arms whose recent reward is below this are up-weighted
@@ -126,6 +151,56 @@ class EvalConfig(Strict):
     temperature: float = Field(1.0, gt=0)
     k: list[int] = [1, 8]
     log_completions: int = Field(4, ge=0)
+
+
+class VLLMConfig(Strict):
+    """The vLLM rollout engine (engine: vllm), colocated with training on one GPU."""
+
+    gpu_memory_utilization: float = Field(0.5, gt=0, le=1)  # GPU share vLLM may take (weights + KV cache)
+    enable_sleep_mode: bool = True  # free vLLM's GPU memory between generate() calls
+    enforce_eager: bool = False  # no CUDA graphs: faster start, slower decoding
+    max_model_len: int | None = Field(None, ge=1)  # prompt + completion tokens; None: the model's limit
+    # Truncated importance sampling (trainer/importance.py): cap C on pi_trainer / pi_engine; None: off.
+    tis_cap: float | None = Field(None, gt=0)
+
+
+ALARM_KINDS = ("adv_std_spike", "diversity_collapse", "entropy_collapse", "kl_explosion", "reward_cliff",
+               "repetition", "loss_spike", "nan")
+
+
+class AlarmsConfig(Strict):
+    """Thresholds of the detectors in trainer/alarms.py. A kind listed in `stop_on` ends the run."""
+
+    warmup: int = Field(5, ge=0)  # steps of history before any detector but `nan` may fire
+    cooldown: int = Field(10, ge=1)  # a kind that fired stays quiet for this many steps
+    window: int = Field(20, ge=2)  # past steps in the running median / MAD
+    smooth: int = Field(5, ge=1)  # steps averaged for the diversity, KL and reward levels
+    # Spikes: fire above median + max(mads * 1.4826 * MAD, min_jump) of the window.
+    adv_std_spike_mads: float = Field(6.0, gt=0)
+    adv_std_spike_min_jump: float = Field(0.5, ge=0)
+    loss_spike_mads: float = Field(8.0, gt=0)
+    loss_spike_min_jump: float = Field(0.5, ge=0)
+    unique_answer_min: float = Field(0.6, ge=0, le=1)  # the study: below 60% advantages collapse
+    entropy_frac: float = Field(0.25, gt=0, lt=1)  # of the mean entropy over the warmup steps
+    entropy_floor: float = Field(0.01, ge=0)
+    # Smoothed KL fires above min(kl_max, max(kl_median_multiple * median, kl_min)): KL starts at
+    # 0, so a multiple of a tiny median alone would fire on ordinary early growth.
+    kl_max: float = Field(1.0, gt=0)
+    kl_median_multiple: float = Field(10.0, gt=1)
+    kl_min: float = Field(0.3, ge=0)
+    reward_drop: float = Field(0.5, gt=0, le=1)  # fraction of the best smoothed reward lost
+    reward_drop_min: float = Field(0.2, ge=0)  # ... and at least this much in absolute terms
+    repetition_max: float = Field(0.5, gt=0, le=1)  # repeated character 4-gram fraction
+    stop_on: list[str] = []
+
+    @field_validator("stop_on")
+    @classmethod
+    def _known_kinds(cls, kinds: list[str]) -> list[str]:
+        for kind in kinds:
+            if kind not in ALARM_KINDS:
+                raise ValueError(f"unknown alarm kind '{kind}'{suggest(kind, ALARM_KINDS)}; "
+                                 f"known: {', '.join(ALARM_KINDS)}")
+        return kinds
 
 
 class RunConfig(Strict):
@@ -149,14 +224,19 @@ class RunConfig(Strict):
     reference: ReferenceConfig = ReferenceConfig()
     loss: LossConfig = LossConfig()
     optim: OptimConfig = OptimConfig()
+    backend: TrainBackendConfig = TrainBackendConfig()
     curriculum: CurriculumConfig = CurriculumConfig()
     eval: EvalConfig = EvalConfig()
+    alarms: AlarmsConfig = AlarmsConfig()
+    vllm: VLLMConfig = VLLMConfig()
 
     @model_validator(mode="after")
     def _check(self) -> "RunConfig":
         ladder = self.sampling.group_ladder
         if ladder and self.sampling.group_size not in ladder:
             raise ValueError("sampling.group_size must be one of sampling.group_ladder")
+        if self.backend.name == "deepspeed" and self.dtype == "float16":
+            raise ValueError("backend deepspeed trains in float32 or bfloat16 (float16 loss scaling is untested here)")
         return self
 
     @property

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from grpo_lab.rollout.base import Rollout, RolloutEngine
+
+if TYPE_CHECKING:
+    from grpo_lab.config import RunConfig
 
 ENGINES = ("torch", "vllm")
 
 
-def make_engine(name: str, model, codec) -> RolloutEngine:
+def make_engine(name: str, model, codec, cfg: RunConfig | None = None) -> RolloutEngine:
+    """The engine `name` sampling from `model`; cfg gives the vllm engine its section and seed."""
     if name == "torch":
         from grpo_lab.rollout.torch_engine import TorchEngine
 
         return TorchEngine(model, codec.eos_id, codec.pad_id)
     if name == "vllm":
-        raise RuntimeError("engine vllm needs a CUDA GPU and `pip install grpo-lab[gpu]`")
+        from grpo_lab.rollout.vllm_engine import VLLMEngine
+
+        return VLLMEngine(model, codec.eos_id, cfg.vllm if cfg else None, seed=cfg.seed if cfg else 0)
     raise ValueError(f"unknown engine {name!r}; use one of {ENGINES}")
 
 

@@ -22,7 +22,7 @@ def save(run, next_step: int, out_dir: Path) -> None:
         "next_step": next_step,
         "run_id": run.cfg.run_id(),
         "policy": run.policy.state_dict(),
-        "optimizer": run.optimizer.state_dict(),
+        "optimizer": run.backend.state_dict(),
         "reference": run.reference.model.state_dict() if run.reference is not None else None,
         "curriculum": run.curriculum.state_dict(),
         "group_size": run.group_size.state_dict(),
@@ -30,6 +30,7 @@ def save(run, next_step: int, out_dir: Path) -> None:
         "base_eval": run.base_eval,
         "last_eval": run.last_eval,
         "timing": run.timing,
+        "wall_seconds": run.wall_seconds,
         "counters": [run.tokens_generated, run.tokens_trained, run.effective_samples],
         "rng": {"torch": torch.get_rng_state(), "python": random.getstate()},
     }
@@ -47,7 +48,7 @@ def load(run, out_dir: Path) -> bool:
     if state["run_id"] != run.cfg.run_id():
         raise RuntimeError(f"{path} belongs to run {state['run_id']}, not {run.cfg.run_id()}: use another --out")
     run.policy.load_state_dict(state["policy"])
-    run.optimizer.load_state_dict(state["optimizer"])
+    run.backend.load_state_dict(state["optimizer"])
     if run.reference is not None and state["reference"] is not None:
         run.reference.model.load_state_dict(state["reference"])
     run.curriculum.load_state_dict(state["curriculum"])
@@ -55,6 +56,7 @@ def load(run, out_dir: Path) -> bool:
     if run.adaptive_kl and state["adaptive_kl"]:
         run.adaptive_kl.load_state_dict(state["adaptive_kl"])
     run.base_eval, run.last_eval, run.timing = state["base_eval"], state["last_eval"], state["timing"]
+    run.wall_seconds = state.get("wall_seconds", sum(run.timing.values()))  # older checkpoints: a lower bound
     run.tokens_generated, run.tokens_trained, run.effective_samples = state["counters"]
     torch.set_rng_state(state["rng"]["torch"].cpu())
     random.setstate(state["rng"]["python"])

@@ -8,7 +8,6 @@ summary.json. The math lives in advantages.py, loss.py and schedules.py.
 from __future__ import annotations
 
 import json
-import math
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +18,7 @@ from grpo_lab.config import RunConfig
 from grpo_lab.rollout.base import Rollout
 from grpo_lab.trainer import checkpoint
 from grpo_lab.trainer.advantages import compute_advantages
+from grpo_lab.trainer.alarms import AlarmMonitor, repetition_rate
 from grpo_lab.trainer.batch import build_batch, token_logprobs
 from grpo_lab.trainer.loss import kl_estimate, masked_mean, policy_loss
 from grpo_lab.trainer.schedules import beta_at, lr_factor, temperature_at
@@ -174,6 +174,7 @@ def sample_metrics(scored, rollout, batch, mask) -> dict[str, float]:
         "reward/shaped_mean": (scored.main + scored.shape).mean().item(),
         "format/ok_frac": scored.format_ok.float().mean().item(),
         "diversity/unique_answer_ratio": unique_answer_ratio(scored.answers),
+        "diversity/repetition": repetition_rate(scored.texts),
         "length/mean": batch.completion_mask.sum(1).mean().item(),
         "length/truncated_frac": sum(s == "length" for s in rollout.stop) / len(rollout.stop),
         "mask/trained_token_frac": float(mask.sum() / batch.completion_mask.sum().clamp(min=1)),
@@ -198,16 +199,13 @@ def update(run: Run, parts, advs, masks, old_logp, ref_logp, beta: float, T: flo
     Without precomputed old log-probs, the current ones detached stand in (ratio 1, policy
     gradient). Returns the first pass's metrics (about the sampled policy) and the last loss."""
     cfg = run.cfg
-    for group in run.optimizer.param_groups:
-        group["lr"] = cfg.optim.lr * lr_factor(step, cfg.steps, cfg.optim)
+    lr = cfg.optim.lr * lr_factor(step, cfg.steps, cfg.optim)
     weights = part_weights(parts, masks, cfg.loss.aggregation)
-    params = [p for p in run.policy.parameters() if p.requires_grad]
-    clip = cfg.optim.grad_clip if cfg.optim.grad_clip is not None else math.inf
     ent_mode = "grad" if cfg.loss.entropy_coef else "monitor"
     run.policy.train()
     first: dict[str, float] = {}
     for inner in range(cfg.loss.inner_updates):
-        run.optimizer.zero_grad(set_to_none=True)
+        run.backend.zero_grad()
         metrics: dict[str, float] = {}
         for i, (part, adv, mask, w) in enumerate(zip(parts, advs, masks, weights)):
             logp, entropy = token_logprobs(run.policy, part, T, entropy=ent_mode)
@@ -215,7 +213,7 @@ def update(run: Run, parts, advs, masks, old_logp, ref_logp, beta: float, T: flo
             loss, m = policy_loss(logp, old, ref_logp[i] if ref_logp else None, adv, mask, beta=beta,
                                   cfg=cfg.loss, kl_estimator=cfg.kl.estimator, entropy=entropy,
                                   norm=cfg.sampling.max_new_tokens)
-            (loss * w).backward()
+            run.backend.backward(loss * w)
             if inner == 0:  # monitoring is about the sampled policy, before any update
                 m["entropy/mean"] = masked_mean(entropy.detach(), part.completion_mask)
                 m["rollout/logprob_diff"] = masked_mean((logp.detach() - part.engine_logp).abs(), part.completion_mask)
@@ -223,16 +221,20 @@ def update(run: Run, parts, advs, masks, old_logp, ref_logp, beta: float, T: flo
                 metrics[k] = metrics.get(k, 0.0) + w * v
         if inner == 0:
             first = metrics
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
-        run.optimizer.step()
+        grad_norm = run.backend.step(lr)
     run.policy.eval()
     return {**first, **{k: v for k, v in metrics.items() if k.startswith("loss/")},
             "train/grad_norm": grad_norm, "train/grad_clip": cfg.optim.grad_clip or 0.0,
-            "train/lr": run.optimizer.param_groups[0]["lr"]}
+            "train/lr": lr}
 
 
 def train(cfg: RunConfig, out_dir: Path, on_step=None) -> dict:
-    """Run (or resume) one GRPO run; returns the summary also written to out_dir/summary.json."""
+    """Run (or resume) one GRPO run; returns the summary also written to out_dir/summary.json.
+
+    A step on which an alarm kind listed in `alarms.stop_on` fires is logged and checkpointed,
+    then the run ends. Wall and phase seconds are carried over from the checkpoint of an earlier
+    attempt, so the summary's device-hours cover the whole run (minus work lost after the last
+    checkpoint of a killed attempt, which neither counts)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2))
@@ -240,10 +242,18 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None) -> dict:
     run = setup(cfg, out_dir)
     timer = Timer()
     timer.total.update(run.timing)
+    timer.total["setup"] = timer.total.get("setup", 0.0) + time.perf_counter() - t_start
+    prior_wall = run.wall_seconds
+
+    def wall() -> float:
+        return prior_wall + time.perf_counter() - t_start
+
     if run.base_eval is None:
         with timer("eval"):
             run.base_eval, _ = run.evaluate(step=-1)
     log = checkpoint.MetricsLog(out_dir / "metrics.jsonl", keep_below=run.start_step)
+    monitor = AlarmMonitor(cfg.alarms, out_dir, run.start_step)
+    stop = None
     for step in range(run.start_step, cfg.steps):
         metrics = train_step(run, step, timer)
         if (step + 1) % cfg.eval.every == 0 or step + 1 == cfg.steps:
@@ -253,12 +263,22 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None) -> dict:
             run.last_eval = eval_metrics
             log.examples(step, examples)
         metrics.update(timer.pop_step())
+        fired = monitor.observe(step, metrics)
+        metrics["alarm/count"] = len(fired)
         log.write(step, metrics)
         if on_step:
             on_step(step, metrics)
-        if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
-            run.timing = dict(timer.total)
-            checkpoint.save(run, step + 1, out_dir)
-    summary = run.summary(timer.total, time.perf_counter() - t_start)
+        stop = monitor.stop_reason(step, fired)
+        if stop or (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
+            run.timing, run.wall_seconds = dict(timer.total), wall()
+            with timer("checkpoint"):
+                checkpoint.save(run, step + 1, out_dir)
+        if stop:
+            if "eval/pass@1" not in metrics:  # a stopped run is judged where it stopped, not earlier
+                with timer("eval"):
+                    run.last_eval, examples = run.evaluate(step)
+                log.examples(step, examples)
+            break
+    summary = run.summary(timer.total, wall(), stop, monitor.counts)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

@@ -36,19 +36,26 @@ def score_rollout(tasks: dict, problems: list, rollout: Rollout, codec, cfg, pro
                 scores[r] = s
     raw = torch.tensor([s.reward for s in scores], dtype=torch.float32).view(N, G)
     fmt = torch.tensor([s.format_ok for s in scores]).view(N, G)
-    shape = torch.zeros(N, G)
-    if cfg.reward.format == "bonus":
-        shape += cfg.reward.format_bonus * fmt.float()
-    if cfg.reward.length.kind != "none":
-        lengths = [len(c) for c in rollout.completion_ids]
-        pen = [length_shaping(cfg.reward.length, t, n, cfg.sampling.max_new_tokens, progress)
-               for t, n in zip(texts, lengths)]
-        shape += torch.tensor(pen).view(N, G)
+    shape = sum(shape_terms(cfg, texts, rollout.completion_ids, fmt, progress).values(), torch.zeros(N, G))
     main = raw.clone()
     if cfg.reward.shape_mode == "in_main":
         main, shape = main + shape, torch.zeros_like(shape)
     answers = [[scores[g * G + j].answer for j in range(G)] for g in range(N)]
     return Scored(main, shape, raw, fmt, answers, texts)
+
+
+def shape_terms(cfg, texts: list[str], completion_ids: list[list[int]], format_ok: torch.Tensor,
+                progress: float) -> dict[str, torch.Tensor]:
+    """Each shaping term the config turns on, shaped like format_ok ([N, G]). score_rollout sums
+    them; preflight looks at each one apart, to see which term carries the reward's variance."""
+    terms: dict[str, torch.Tensor] = {}
+    if cfg.reward.format == "bonus":
+        terms["format_bonus"] = cfg.reward.format_bonus * format_ok.float()
+    if cfg.reward.length.kind != "none":
+        pen = [length_shaping(cfg.reward.length, t, len(c), cfg.sampling.max_new_tokens, progress)
+               for t, c in zip(texts, completion_ids)]
+        terms[f"length_{cfg.reward.length.kind}"] = torch.tensor(pen).view(format_ok.shape)
+    return terms
 
 
 def loss_mask(batch, scored: Scored, rollout: Rollout, codec, cfg) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Everything a run holds (model, engine, reference, optimizer, controllers) and how it is built."""
+"""Everything a run holds (model, engine, reference, training backend, controllers) and how it is built."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from grpo_lab.models import load_card, load_model
 from grpo_lab.rollout import make_engine
 from grpo_lab.tasks import make_task
 from grpo_lab.trainer import checkpoint
+from grpo_lab.trainer.backend import Backend, make_backend, same_on_all_ranks
 from grpo_lab.trainer.curriculum import Curriculum
 from grpo_lab.trainer.evaluate import evaluate
 from grpo_lab.trainer.reference import Reference
@@ -37,28 +38,31 @@ class Run:
     codec: object
     engine: object
     reference: Reference | None
-    optimizer: torch.optim.Optimizer
+    backend: Backend
     curriculum: Curriculum
     group_size: GroupSize
     adaptive_kl: AdaptiveKL | None
     eval_problems: dict
     start_step: int = 0
+    devices: int = 1  # devices the run holds: the card's `gpus` on CUDA, one process otherwise
     base_eval: dict | None = None
     timing: dict = field(default_factory=dict)
+    wall_seconds: float = 0.0  # wall time of the run up to the last checkpoint, over all attempts
     tokens_generated: int = 0
     tokens_trained: int = 0
     effective_samples: int = 0
     last_eval: dict = field(default_factory=dict)
 
     def seed_for(self, step: int, round_: int = 0) -> int:
-        """Sampling seed of a step: a resumed run samples what the uninterrupted run would."""
-        return (self.cfg.seed * 1_000_003 + step * 101 + round_) % 2**31
+        """Sampling seed of a step: a resumed run samples what the uninterrupted run would, and
+        data-parallel ranks sample different completions (rank 0 samples what one process would)."""
+        return (self.cfg.seed * 1_000_003 + step * 101 + round_ + self.backend.rank * 100_000_007) % 2**31
 
     def evaluate(self, step: int) -> tuple[dict, list]:
         return evaluate(self.engine, self.codec, self.tasks, self.eval_problems, self.cfg.eval,
                         self.cfg.sampling.max_new_tokens, seed=EVAL_SEED + max(step, 0))
 
-    def summary(self, timing: dict, wall: float) -> dict:
+    def summary(self, timing: dict, wall: float, stop_reason: str | None = None, alarms: dict | None = None) -> dict:
         final = self.last_eval
         return {
             "run_id": self.cfg.run_id(),
@@ -66,13 +70,37 @@ class Run:
             "steps": self.cfg.steps,
             "base": self.base_eval, "final": final,
             "delta_pass@1": final.get("eval/pass@1", 0.0) - (self.base_eval or {}).get("eval/pass@1", 0.0),
+            "stopped": stop_reason is not None, "stop_reason": stop_reason,
+            "alarms": alarms or {},
             "wall_seconds": wall,
-            "phase_seconds": timing,
+            **device_hours(timing, wall, self.devices, self.device.type, self.effective_samples),
             "tokens_generated": self.tokens_generated,
             "tokens_trained": self.tokens_trained,
             "effective_samples": self.effective_samples,
             "device": str(self.device), "host": platform.node(),
         }
+
+
+def device_hours(timing: dict, wall: float, devices: int, device_type: str, effective_samples: int) -> dict:
+    """What the run cost: hours(phase) = seconds(phase) * devices / 3600 (DESIGN section 5).
+
+    `idle` = wall - the timed phases (logging, alarms, Python between phases), so the phases sum
+    to wall * devices / 3600, the run's device-hours. Off CUDA a device is one process (one core
+    for tiny models) and the unit says so. Money is left to the sweep layer, which knows the
+    hardware's price: price_per_gpu_hour stays None here.
+    """
+    seconds = {**timing, "idle": max(wall - sum(timing.values()), 0.0)}
+    total = wall * devices / 3600
+    return {
+        "devices": devices,
+        "unit": "gpu-hours" if device_type == "cuda" else f"device-hours ({device_type})",
+        "phase_seconds": seconds,
+        "device_hours_by_phase": {k: v * devices / 3600 for k, v in seconds.items()},
+        "device_hours": total,
+        "sampling_share": (seconds.get("rollout", 0.0) + seconds.get("reward", 0.0)) / wall if wall > 0 else 0.0,
+        "cost_per_effective_sample_hours": total / effective_samples if effective_samples else None,
+        "price_per_gpu_hour": None,
+    }
 
 
 def needs_reference(cfg: RunConfig) -> bool:
@@ -93,19 +121,22 @@ def setup(cfg: RunConfig, out_dir: Path) -> Run:
     dtype = getattr(torch, cfg.dtype)
     policy, codec = load_model(card, list(tasks.values()), device, dtype)
     policy.eval()
-    engine = make_engine(cfg.engine, policy, codec)
-    trainable = [p for p in policy.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=cfg.optim.lr, betas=cfg.optim.betas, weight_decay=cfg.optim.weight_decay)
+    engine = make_engine(cfg.engine, policy, codec, cfg)
+    backend = make_backend(cfg, policy)
     pool = min(max(cfg.steps * cfg.sampling.prompts_per_step, 256), 4096)
     run = Run(
         cfg=cfg, device=device, tasks=tasks, policy=policy, codec=codec, engine=engine,
         reference=Reference(policy, cfg.reference) if needs_reference(cfg) else None,
-        optimizer=opt,
-        curriculum=Curriculum(list(tasks.values()), cfg.curriculum, cfg.steps, cfg.seed, cfg.difficulty, pool),
+        backend=backend, devices=card.gpus if device.type == "cuda" else 1,
+        # data-parallel ranks draw different prompts; rank 0 draws what one process would
+        curriculum=Curriculum(list(tasks.values()), cfg.curriculum, cfg.steps, cfg.seed + 1_000_003 * backend.rank,
+                              cfg.difficulty, pool),
         group_size=GroupSize(cfg.sampling),
         adaptive_kl=AdaptiveKL(cfg.kl.beta, cfg.kl.target, cfg.kl.horizon) if cfg.kl.schedule == "adaptive" else None,
         eval_problems={n: t.problems("test", cfg.eval.problems, seed=EVAL_SEED, difficulty=cfg.difficulty)
                        for n, t in tasks.items()},
     )
     checkpoint.load(run, out_dir)
+    if not same_on_all_ranks(backend, run.start_step):  # a kill between two ranks' checkpoint writes
+        raise RuntimeError(f"ranks resumed at different steps: keep only the older rank checkpoints under {out_dir}")
     return run

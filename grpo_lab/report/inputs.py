@@ -1,0 +1,88 @@
+"""What the report is built from: the analysis frames and the sweep's dicts, in one dataclass.
+
+Frames are conformed to the column contracts below on construction: a missing column becomes a
+typed all-null column, so every later step can select columns without asking whether they exist
+(an empty `events` frame, or an older analysis without a new metric, still renders).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+KEYS = ["model", "task", "tricks"]
+BASELINE = "baseline"
+# Interaction verdicts that make every trick of the combination "harmful in combination".
+HARM_VERDICTS = ("negative_interaction", "harmful", "collapsed_only_in_combination")
+
+_S, _F, _I, _B = pl.Utf8, pl.Float64, pl.Int64, pl.Boolean
+
+RUNS_SCHEMA: dict[str, Any] = {
+    "model": _S, "task": _S, "tricks": _S, "seed": _I, "run_id": _S, "status": _S,
+    "pass@1": _F, "pass@1_best": _F, "pass@k": _F, "delta_pass@1": _F, "reward_final": _F,
+    "reward_auc": _F, "steps_to_90": _F, "oscillation": _F, "length_slope": _F,
+    "length_ratio": _F, "alarms": _I, "alarm_kinds": _S, "collapsed": _B, "gpu_hours": _F,
+    "cost_per_effective_sample": _F, "effective_samples": _F, "sampling_share": _F,
+}
+STEPS_SCHEMA: dict[str, Any] = {
+    "run_id": _S, "step": _I, "reward/mean": _F, "eval/pass@1": _F, "length/mean": _F,
+    "entropy/mean": _F, "kl/mean": _F, "diversity/unique_answer_ratio": _F,
+}
+EFFECTS_SCHEMA: dict[str, Any] = {
+    "model": _S, "task": _S, "tricks": _S, "n": _I, "effect": _F, "ci_low": _F, "ci_high": _F,
+    "p_value": _F,
+}
+INTERACTIONS_SCHEMA: dict[str, Any] = {
+    "model": _S, "task": _S, "tricks": _S, "n_tricks": _I, "n_seeds": _I, "expected": _F,
+    "observed": _F, "interaction": _F, "ci_low": _F, "ci_high": _F, "p_value": _F,
+    "q_value": _F, "p_holm": _F, "best_single": _S, "best_single_effect": _F, "verdict": _S,
+    "seeds_needed": _I, "warnings": _S,
+}
+EVENTS_SCHEMA: dict[str, Any] = {"run_id": _S, "step": _I, "kind": _S, "value": _F}
+
+
+def conform(frame: pl.DataFrame, schema: dict[str, Any]) -> pl.DataFrame:
+    """Add missing contract columns as nulls and cast present ones; extra columns are kept."""
+    present = [pl.col(name).cast(dtype, strict=False) for name, dtype in schema.items()
+               if name in frame.columns]
+    missing = [pl.lit(None, dtype=dtype).alias(name) for name, dtype in schema.items()
+               if name not in frame.columns]
+    frame = frame.with_columns(present + missing)
+    # A null key would silently drop out of every join; name it instead.
+    keys = [pl.col(k).fill_null("unknown") for k in KEYS if k in schema]
+    return frame.with_columns(keys) if keys else frame
+
+
+@dataclass
+class ReportData:
+    """runs: one row per run (RUNS_SCHEMA); steps: long frame run_id x step (STEPS_SCHEMA);
+    effects: trick set vs baseline on `meta["metric"]`; interactions: one row per combination;
+    events: alarm events (may be empty); costs: unit, by_phase, total, wasted, split,
+    price_per_gpu_hour, cost_per_effective_sample; env: environment snapshot; meta: sweep (or
+    name), matrix (or matrix_path), metric, created (or created_at), commands (list[str])."""
+
+    runs: pl.DataFrame
+    steps: pl.DataFrame
+    effects: pl.DataFrame
+    interactions: pl.DataFrame
+    events: pl.DataFrame = field(default_factory=pl.DataFrame)
+    costs: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.runs = conform(self.runs, RUNS_SCHEMA)
+        self.steps = conform(self.steps, STEPS_SCHEMA)
+        self.effects = conform(self.effects, EFFECTS_SCHEMA)
+        self.interactions = conform(self.interactions, INTERACTIONS_SCHEMA)
+        self.events = conform(self.events, EVENTS_SCHEMA)
+
+    @property
+    def metric(self) -> str:
+        return str(self.meta.get("metric") or "pass@1")
+
+    @property
+    def hours_unit(self) -> str:
+        return str(self.costs.get("unit") or "gpu-hours")

@@ -1,0 +1,89 @@
+"""The user's path on a small sweep: `grpo-lab sweep` -> MLflow store -> `grpo-lab report` -> a
+browser. Real registry, real MLflow (SQLite), real worker processes, real Chromium."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from grpo_lab.cli import app
+from tests.report.conftest import SECTION_IDS, driver, needs_chromium  # noqa: F401 - driver is a fixture
+from tests.runners.sweeps import write_matrix
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """A 2-seed sweep of baseline, two singles and their combination; returns (folder, workspace)."""
+    root = tmp_path_factory.mktemp("e2e")
+    tricks = ["baseline", {"singles": ["quantile_norm", "ema_reference"]},
+              {"combos": [["quantile_norm", "ema_reference"]]}]
+    matrix = write_matrix(root, "e2e", seeds=[0, 1], tricks=tricks, steps=6)
+    ws = root / "ws"
+    old = os.environ.pop("MLFLOW_TRACKING_URI", None)
+    result = CliRunner().invoke(app, ["sweep", str(matrix), "--workspace", str(ws), "--max-parallel", "2"])
+    assert result.exit_code == 0, result.output
+    yield root, ws
+    if old is not None:
+        os.environ["MLFLOW_TRACKING_URI"] = old
+
+
+def test_mlflow_store_has_parent_and_every_child(swept):
+    import mlflow
+
+    from grpo_lab import tracking
+
+    _, ws = swept
+    client = mlflow.MlflowClient(tracking.default_tracking_uri(ws))
+    exp = client.get_experiment_by_name("grpo-lab")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    assert len(parents) == 1 and len(children) == 8
+    for child in children:
+        tags, params, metrics = child.data.tags, child.data.params, child.data.metrics
+        assert {"model", "task", "tricks", "seed", "run_id", "env.python"} <= set(tags)
+        assert params["sampling.group_size"] == "4" and params["seed"] == tags["seed"]
+        assert len(client.get_metric_history(child.info.run_id, "reward/mean")) == 6
+        assert metrics["cost/device_hours"] > 0 and "cost/cost_per_effective_sample_hours" in metrics
+    assert parents[0].data.metrics["sweep/gpu_hours"] > 0
+
+
+def test_rerun_is_a_no_op(swept):
+    root, ws = swept
+    result = CliRunner().invoke(app, ["sweep", str(root / "e2e.yaml"), "--workspace", str(ws), "--skip-preflight"])
+    assert result.exit_code == 0 and "executed 0 attempt(s), skipped 8" in result.output.replace("\n", " ")
+    status = CliRunner().invoke(app, ["status", "e2e", "--workspace", str(ws)])
+    assert status.exit_code == 0 and status.output.count("finished") == 8
+
+
+def test_interactions_and_report_from_the_sweep(swept):
+    root, ws = swept
+    out = CliRunner().invoke(app, ["interactions", "e2e", "--workspace", str(ws), "--json"])
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.output)
+    assert [r["tricks"] for r in rows] == ["quantile_norm+ema_reference"] and rows[0]["n_seeds"] == 2
+    result = CliRunner().invoke(app, ["report", "e2e", "--workspace", str(ws), "--out", str(root / "report")])
+    assert result.exit_code == 0, result.output
+    html = (root / "report" / "index.html").read_text()
+    assert all(f'id="{s}"' in html for s in SECTION_IDS) and "quantile_norm" in html
+    assert "http://" not in html and "https://" not in html
+
+
+@needs_chromium
+def test_report_renders_in_chromium(swept, driver):  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    root, _ = swept
+    html = root / "report" / "index.html"
+    if not html.exists():
+        pytest.skip("the report test above did not write the report")
+    driver.get(html.resolve().as_uri())
+    for section in SECTION_IDS:
+        assert driver.find_element(By.CSS_SELECTOR, f"section#{section} > h2").is_displayed(), section
+    images = driver.find_elements(By.TAG_NAME, "img")
+    assert images and all(driver.execute_script("return arguments[0].naturalWidth", i) > 0 for i in images)
+    assert not [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
