@@ -32,6 +32,21 @@ def test_7b_run_at_the_study_settings_on_h800():
     assert e.wall_hours == pytest.approx(e.total / 8)
 
 
+def test_one_study_cell_is_within_the_studys_order_of_magnitude():
+    """matrices/study-cell-qwen2.5-7b.yaml: a trick and two controls x 2 seeds at batch 768 and
+    2,048-token responses. The study's stack (h800-study) puts it at 1.2-2k GPU-hours, as the study
+    says; a modern stack (h800) about 3x cheaper."""
+    from pathlib import Path
+
+    from grpo_lab.matrix import load_matrix
+
+    path = Path(__file__).resolve().parents[1] / "matrices" / "study-cell-qwen2.5-7b.yaml"
+    study = make_plan(load_matrix(path), "h800-study")
+    modern = make_plan(load_matrix(path), "h800")
+    assert len(study.cells) == 6 and 1_200 <= study.total <= 2_000
+    assert 2.5 < study.total / modern.total < 4
+
+
 def test_phases_follow_the_config():
     e = est()
     g16 = est({"sampling": {"group_size": 16}})

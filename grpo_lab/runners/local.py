@@ -57,7 +57,7 @@ class LocalRunner:
             gpus, self.free_gpus = self.free_gpus[: job.devices], self.free_gpus[job.devices:]
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
         log = open(Path(job.run_dir) / f"attempt-{job.attempt}.log", "ab")
-        cmd = [sys.executable, "-m", "grpo_lab.runners.worker", str(job.run_dir), str(job.attempt)]
+        cmd = [sys.executable, "-m", "grpo_lab.runners.worker", str(job.run_dir), str(job.attempt), str(job.devices)]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
         self.procs[job.run_id] = (job, proc, gpus, time.time(), log)
 

@@ -48,7 +48,7 @@ class SlurmRunner:
             self.queue.append(job)  # flushed as one array at the next poll
             return
         self.executor.update_parameters(**self._params(job.devices))
-        self._track([job], [self.executor.submit(_execute, str(job.run_dir), job.attempt)])
+        self._track([job], [self.executor.submit(_execute, str(job.run_dir), job.attempt, job.devices)])
 
     def _flush(self) -> None:
         if not self.queue:
@@ -56,7 +56,7 @@ class SlurmRunner:
         jobs, self.queue = self.queue, []
         self.executor.update_parameters(**self._params(max(j.devices for j in jobs)))
         with self.executor.batch():
-            handles = [self.executor.submit(_execute, str(j.run_dir), j.attempt) for j in jobs]
+            handles = [self.executor.submit(_execute, str(j.run_dir), j.attempt, j.devices) for j in jobs]
         self._track(jobs, handles)
 
     def _track(self, jobs: list[Job], handles: list) -> None:
@@ -87,7 +87,7 @@ class SlurmRunner:
         self.jobs.clear()
 
 
-def _execute(run_dir: str, attempt: int) -> dict:
+def _execute(run_dir: str, attempt: int, devices: int) -> dict:
     from grpo_lab.runners.worker import execute
 
-    return execute(run_dir, attempt)
+    return execute(run_dir, attempt, devices)

@@ -59,10 +59,34 @@ def _run_id(config: dict) -> str:
     return RunConfig.model_validate(config).run_id()
 
 
-def execute(run_dir: str | Path, attempt: int) -> dict:
-    """Run attempt `attempt` of the run whose resolved config is run_dir/config.json.
-    Returns (and writes to run_dir/result-<attempt>.json) {status, error, summary, wall_seconds, host}:
-    status is finished, stopped (an alarm in stop_on ended it) or failed."""
+def processes(cfg, devices: int) -> int:
+    """Training processes for a run given `devices` GPUs: one per GPU for a DeepSpeed run on a
+    machine with that many, else one (a torch-backend run trains on one device)."""
+    import torch
+
+    if cfg.backend.name == "deepspeed" and devices > 1 and torch.cuda.device_count() >= devices:
+        return devices
+    return 1
+
+
+def train_launched(cfg, run_dir: Path, n: int) -> dict:
+    """A data-parallel run: torchrun starts n ranks; rank 0 writes run_dir as one process would."""
+    import subprocess
+
+    from grpo_lab.trainer.launch import command
+
+    done = subprocess.run(command(run_dir / "config.json", run_dir, n), check=False)
+    summary = read_json(run_dir / "summary.json")
+    if done.returncode != 0 or summary is None:
+        raise RuntimeError(f"{n}-process training exited with code {done.returncode}; see the attempt log")
+    return summary
+
+
+def execute(run_dir: str | Path, attempt: int, devices: int = 1) -> dict:
+    """Run attempt `attempt` of the run whose resolved config is run_dir/config.json on `devices`
+    GPUs (the runner has made them visible). Returns (and writes to run_dir/result-<attempt>.json)
+    {status, error, summary, wall_seconds, host}: status is finished, stopped (an alarm in
+    stop_on ended it) or failed."""
     from grpo_lab.config import RunConfig
     from grpo_lab.trainer.grpo import train
 
@@ -80,7 +104,8 @@ def execute(run_dir: str | Path, attempt: int) -> dict:
                     write_json(run_dir / "heartbeat.json", {**beat, "updated": time.time(), "step": step + 1,
                                                             "reward": metrics.get("reward/mean")})
 
-                summary = train(cfg, run_dir, on_step=on_step)
+                n = processes(cfg, devices)
+                summary = train(cfg, run_dir, on_step=on_step) if n == 1 else train_launched(cfg, run_dir, n)
             result["summary"] = summary
             result["status"] = "stopped" if summary.get("stopped") else "finished"
         except Exception as exc:  # reported to the driver, which records it and may retry
@@ -91,6 +116,6 @@ def execute(run_dir: str | Path, attempt: int) -> dict:
     return result
 
 
-if __name__ == "__main__":  # python -m grpo_lab.runners.worker RUN_DIR ATTEMPT
-    out = execute(sys.argv[1], int(sys.argv[2]))
+if __name__ == "__main__":  # python -m grpo_lab.runners.worker RUN_DIR ATTEMPT DEVICES
+    out = execute(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
     sys.exit(0 if out["status"] != "failed" else 1)

@@ -20,6 +20,7 @@ from grpo_lab.trainer import checkpoint
 from grpo_lab.trainer.advantages import compute_advantages
 from grpo_lab.trainer.alarms import AlarmMonitor, repetition_rate
 from grpo_lab.trainer.batch import build_batch, token_logprobs
+from grpo_lab.trainer.importance import tis_weights
 from grpo_lab.trainer.loss import kl_estimate, masked_mean, policy_loss
 from grpo_lab.trainer.schedules import beta_at, lr_factor, temperature_at
 from grpo_lab.trainer.scoring import Scored, loss_mask, score_rollout, unique_answer_ratio
@@ -210,9 +211,11 @@ def update(run: Run, parts, advs, masks, old_logp, ref_logp, beta: float, T: flo
         for i, (part, adv, mask, w) in enumerate(zip(parts, advs, masks, weights)):
             logp, entropy = token_logprobs(run.policy, part, T, entropy=ent_mode)
             old = old_logp[i] if old_logp is not None else logp.detach()
+            is_w, tis = tis_weights(old, part.engine_logp, mask, cfg.vllm.tis_cap) if cfg.vllm.tis_cap else (None, {})
             loss, m = policy_loss(logp, old, ref_logp[i] if ref_logp else None, adv, mask, beta=beta,
                                   cfg=cfg.loss, kl_estimator=cfg.kl.estimator, entropy=entropy,
-                                  norm=cfg.sampling.max_new_tokens)
+                                  norm=cfg.sampling.max_new_tokens, is_weights=is_w)
+            m.update(tis)
             run.backend.backward(loss * w)
             if inner == 0:  # monitoring is about the sampled policy, before any update
                 m["entropy/mean"] = masked_mean(entropy.detach(), part.completion_mask)

@@ -86,18 +86,22 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
 
 
 def policy_loss(
-    logp, old_logp, ref_logp, adv, mask, *, beta: float, cfg, kl_estimator: str = "k3", entropy=None, norm: float = 1.0
+    logp, old_logp, ref_logp, adv, mask, *, beta: float, cfg, kl_estimator: str = "k3", entropy=None,
+    norm: float = 1.0, is_weights=None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """GRPO objective: aggregate(surrogate + beta * KL - entropy_coef * H) over trained tokens.
+    """GRPO objective: aggregate(w * surrogate + beta * KL - entropy_coef * H) over trained tokens.
 
-    logp, old_logp, ref_logp, mask, entropy: [B,T]; adv: [B] (one advantage per sequence).
-    ref_logp may be None when beta == 0 or when the KL is put in the reward instead.
+    logp, old_logp, ref_logp, mask, entropy, is_weights: [B,T]; adv: [B] (one advantage per sequence).
+    ref_logp may be None when beta == 0 or when the KL is put in the reward instead. is_weights
+    (detached truncated importance weights for a sampler/trainer mismatch, trainer/importance.py)
+    scale only the policy term: KL and entropy are about the trainer's own distribution.
     """
     a = adv[:, None]
     if cfg.weighting == "sequence":
         surr, clipped = sequence_surrogate(logp, old_logp, a, mask, cfg.clip_low, cfg.clip_high)
     else:
         surr, clipped = clipped_surrogate(logp, old_logp, a, cfg.clip_low, cfg.clip_high, cfg.dual_clip)
+    surr = surr if is_weights is None else surr * is_weights
     per_token = surr
     metrics = {"loss/clip_frac": masked_mean(clipped.float(), mask)}
     if ref_logp is not None:

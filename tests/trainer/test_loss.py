@@ -67,3 +67,17 @@ def test_policy_loss_adds_beta_times_kl():
     d = -1.0
     assert math.isclose(loss.item(), 0.5 * (math.exp(d) - d - 1), rel_tol=1e-6)
     assert math.isclose(m["kl/mean"], math.exp(d) - d - 1, rel_tol=1e-6)
+
+
+def test_importance_weights_scale_only_the_policy_term():
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    ref = torch.tensor([[-1.5, -1.0]])
+    adv, mask, cfg = torch.tensor([1.0]), torch.ones(1, 2), LossConfig(aggregation="token_mean")
+    plain, m = policy_loss(logp, logp.detach(), ref, adv, mask, beta=0.1, cfg=cfg)
+    weighted, mw = policy_loss(logp, logp.detach(), ref, adv, mask, beta=0.1, cfg=cfg,
+                               is_weights=torch.tensor([[2.0, 0.5]]))
+    kl = float(kl_estimate(logp.detach(), ref).mean())
+    # surrogate at ratio 1 is -adv per token: -(2 + 0.5)/2 weighted vs -1 plain; the KL term is untouched
+    assert float(plain) == pytest.approx(-1.0 + 0.1 * kl)
+    assert float(weighted) == pytest.approx(-1.25 + 0.1 * kl)
+    assert mw["kl/mean"] == pytest.approx(m["kl/mean"])
