@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Set up a venv in .venv (CPU torch) and run the main job on the embedded default (tiny model, CPU).
+# Set up a venv in .venv (CPU torch) and run the main job on the embedded default: the quick-start
+# ablation sweep (tiny model, CPU), tracked in MLflow, then its comparison report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip >/dev/null
 .venv/bin/pip install -q torch==2.13.0
 .venv/bin/pip install -q -e .
-.venv/bin/grpo-lab run experiments/configs/tiny-math.yaml "$@"
+.venv/bin/grpo-lab sweep matrices/quickstart.yaml "$@"
+.venv/bin/grpo-lab report quickstart
+echo "open reports/quickstart/index.html; browse the runs with: .venv/bin/grpo-lab ui"

@@ -56,7 +56,7 @@ def test_rerun_is_a_no_op(swept):
     root, ws = swept
     result = CliRunner().invoke(app, ["sweep", str(root / "e2e.yaml"), "--workspace", str(ws), "--skip-preflight"])
     assert result.exit_code == 0 and "executed 0 attempt(s), skipped 8" in result.output.replace("\n", " ")
-    status = CliRunner().invoke(app, ["status", "e2e", "--workspace", str(ws)])
+    status = CliRunner().invoke(app, ["status", "e2e", "--workspace", str(ws)], env={"COLUMNS": "250"})
     assert status.exit_code == 0 and status.output.count("finished") == 8
 
 
