@@ -430,5 +430,58 @@ def report(
         console.print(f"  {n} combination(s): {verdict}")
 
 
+@app.command("tune")
+def tune_cmd(
+    target: Path = typer.Argument(..., metavar="CONFIG_OR_MATRIX",
+                                  help="run config YAML, or a matrix: then the baseline of its first model, task and seed"),
+    space: Path = typer.Option(..., help="search space YAML: dotted run-config keys -> distributions (experiments/spaces/)"),
+    trials: int = typer.Option(..., min=1, help="completed + pruned trials the study should hold in total"),
+    metric: str = typer.Option("eval/pass@1", help="final eval metric of the run summary, or delta_pass@1"),
+    direction: str = typer.Option("maximize", help="maximize or minimize"),
+    name: Optional[str] = typer.Option(None, help="study name, stored as tune-<name> (default <config>-<space>); "
+                                                  "the same name continues the study"),
+    seed: int = typer.Option(0, help="seed of the TPE sampler"),
+    budget: Optional[float] = typer.Option(None, help="stop proposing trials once the tune's attempts used this many GPU-hours"),
+    prune_warmup: float = typer.Option(0.25, min=0, max=1, help="no pruning in this first fraction of the steps (1: never prune)"),
+    hardware: Optional[str] = typer.Option(None, help="hardware profile for the unit and price (default: the matrix's, else cpu)"),
+    workspace: Path = typer.Option(Path(".grpo-lab"), help="registry, MLflow store and run folders"),
+    db: Optional[str] = typer.Option(None, help="registry and study SQLAlchemy URL (default sqlite in the workspace; env GRPO_LAB_DB)"),
+    tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI (default sqlite in the workspace)"),
+    out: Optional[Path] = typer.Option(None, help="tuned baseline file (default experiments/tuned/<name>.yaml)"),
+    set_: list[str] = typer.Option([], "--set", help="override a key of the base config, e.g. --set steps=200"),
+) -> None:
+    """Search run-config values with Optuna (TPE, median pruning); each trial is a registered run.
+    Resumable: run it again with the same name to continue; finished trials are never repeated."""
+    import optuna
+    from rich.markup import escape
+
+    from grpo_lab.tune import TuneOptions, tune
+    from grpo_lab.tune.output import trials_table
+
+    if direction not in ("maximize", "minimize"):
+        fail(ConfigError(f"--direction {direction}: use maximize or minimize"))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the per-trial lines below say it once
+    opts = TuneOptions(trials=trials, name=name, metric=metric, direction=direction, seed=seed, budget=budget,
+                       prune_warmup=prune_warmup, workspace=workspace, db_url=db, tracking_uri=tracking_uri,
+                       hardware=hardware, out=out, sets=set_)
+
+    def on_trial(t) -> None:
+        value = "" if t.value is None else f" {t.value:.4g}"
+        console.print(f"trial {t.number} {t.state.name}{value}  {escape(str(t.params))}  "
+                      f"run {t.user_attrs.get('run_id', '-')}", highlight=False)
+
+    try:
+        result = tune(target, space, opts, on_trial=on_trial)
+    except ConfigError as exc:
+        fail(ConfigError(escape(str(exc))))
+    console.print(trials_table(result.study, result.unit))
+    why = {"trials": "reached --trials", "budget": f"budget of {budget} reached",
+           "failures": "stopped after repeated failed trials"}[result.stopped_by]
+    console.print(f"{result.name}: {why}; {result.gpu_hours:.3g} {result.unit} in its runs (search); "
+                  + (f"best settings in {result.out}" if result.out else "no completed trial yet"), highlight=False)
+    if result.stopped_by == "failures":
+        raise typer.Exit(1)
+
+
 if __name__ == "__main__":
     app()

@@ -29,3 +29,30 @@ def tiny_cfg(after: dict | None = None, **over):
 @pytest.fixture
 def make_cfg():
     return tiny_cfg
+
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+SECTION_IDS = ["verdicts", "curves", "length", "stability", "interactions", "costs",
+               "environment", "reproduce"]
+SCREENSHOT_COPY = Path("/tmp/report_screenshot.png")
+
+needs_chromium = pytest.mark.skipif(
+    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+    reason="headless browser check needs Chromium: apt-get install chromium chromium-driver")
+
+
+@pytest.fixture
+def driver():  # type: ignore[no-untyped-def]
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    options.binary_location = str(CHROMIUM)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    browser = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        yield browser
+    finally:
+        browser.quit()

@@ -3,13 +3,12 @@ browser. Real registry, real MLflow (SQLite), real worker processes, real Chromi
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from grpo_lab.cli import app
-from tests.report.conftest import SECTION_IDS, driver, needs_chromium  # noqa: F401 - driver is a fixture
+from tests.conftest import SECTION_IDS, needs_chromium
 from tests.runners.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow
@@ -74,7 +73,7 @@ def test_interactions_and_report_from_the_sweep(swept):
 
 
 @needs_chromium
-def test_report_renders_in_chromium(swept, driver):  # noqa: F811
+def test_report_renders_in_chromium(swept, driver):
     from selenium.webdriver.common.by import By
 
     root, _ = swept

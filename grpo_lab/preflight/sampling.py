@@ -7,20 +7,17 @@ the same samples, and compared configs are compared on the same prompts.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 
 import torch
 
 from grpo_lab.config import RunConfig
-from grpo_lab.models import load_card, load_model
 from grpo_lab.rollout import make_engine
 from grpo_lab.rollout.base import Rollout
-from grpo_lab.tasks import make_task
 from grpo_lab.trainer.grpo import merge
 from grpo_lab.trainer.schedules import temperature_at
 from grpo_lab.trainer.scoring import Scored, score_rollout, shape_terms
-from grpo_lab.trainer.setup import pick_device
+from grpo_lab.trainer.setup import build_policy
 
 PREFLIGHT_SEED = 7_919  # prompts and sampling seeds; fixed so preflights are comparable
 DIVERSITY_SEED = PREFLIGHT_SEED + 1  # other prompts than the reward-signal ones
@@ -49,18 +46,7 @@ class Sampled:
 
 def build(cfg: RunConfig) -> Sampler:
     """The sampling half of trainer.setup: same device, threads, register, tasks, model, engine."""
-    random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    device = pick_device(cfg.device)
-    card = load_card(cfg.model)
-    if device.type == "cpu" and card.cpu_threads:
-        torch.set_num_threads(card.cpu_threads)
-    register = cfg.prompt_register or card.prompt_register
-    extra = {"levels": cfg.levels} if cfg.levels else {}
-    tasks = {n: make_task(n, register=register, data_path=cfg.data_path, difficulty=cfg.difficulty, **extra)
-             for n in cfg.tasks}
-    policy, codec = load_model(card, list(tasks.values()), device, getattr(torch, cfg.dtype))
-    policy.eval()
+    _, _, tasks, policy, codec = build_policy(cfg)
     return Sampler(cfg, tasks, codec, make_engine(cfg.engine, policy, codec, cfg))
 
 

@@ -107,7 +107,9 @@ def needs_reference(cfg: RunConfig) -> bool:
     return cfg.kl.beta > 0 or cfg.kl.schedule == "adaptive"
 
 
-def setup(cfg: RunConfig, out_dir: Path) -> Run:
+def build_policy(cfg: RunConfig):
+    """Seeds, device, threads, the run's tasks and its policy in eval mode: what training and
+    preflight sampling share. Returns (device, card, tasks, policy, codec)."""
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     device = pick_device(cfg.device)
@@ -118,9 +120,13 @@ def setup(cfg: RunConfig, out_dir: Path) -> Run:
     extra = {"levels": cfg.levels} if cfg.levels else {}
     tasks = {n: make_task(n, register=register, data_path=cfg.data_path, difficulty=cfg.difficulty, **extra)
              for n in cfg.tasks}
-    dtype = getattr(torch, cfg.dtype)
-    policy, codec = load_model(card, list(tasks.values()), device, dtype)
+    policy, codec = load_model(card, list(tasks.values()), device, getattr(torch, cfg.dtype))
     policy.eval()
+    return device, card, tasks, policy, codec
+
+
+def setup(cfg: RunConfig, out_dir: Path) -> Run:
+    device, card, tasks, policy, codec = build_policy(cfg)
     engine = make_engine(cfg.engine, policy, codec, cfg)
     backend = make_backend(cfg, policy)
     pool = min(max(cfg.steps * cfg.sampling.prompts_per_step, 256), 4096)

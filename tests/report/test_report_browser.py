@@ -8,9 +8,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
 
-from tests.report.conftest import SCREENSHOT_COPY, SECTION_IDS, needs_chromium
+from tests.conftest import SCREENSHOT_COPY, SECTION_IDS, needs_chromium
 
 pytestmark = needs_chromium
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from grpo_lab import registry as reg
-from grpo_lab.runners.base import RayOptions, SlurmOptions, load_profile, make_runner
+from grpo_lab.runners.base import SlurmOptions, load_profile, make_runner
 from grpo_lab.sweep import SweepOptions, execute_sweep, open_sweep, plan_for
 from grpo_lab.yamlio import ConfigError
 from tests.runners.sweeps import write_matrix

@@ -1,18 +1,11 @@
 """Sweeps on the local runner: complete, idempotent, retried, refused over budget, killed and resumed."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from grpo_lab import registry as reg
-from grpo_lab.cli import app
 from grpo_lab.runners.local import LocalRunner
 from grpo_lab.sweep import SweepOptions, execute_sweep, open_sweep, plan_for, recover
 from grpo_lab.yamlio import ConfigError

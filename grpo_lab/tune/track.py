@@ -1,0 +1,78 @@
+"""MLflow copy of a tune: the parent run tune-<name>, a child per completed or pruned trial.
+
+Like a sweep's tracking, it copies what the registry and run folders hold, so a tracking
+failure is a warning and the tune goes on.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from grpo_lab import registry as reg
+from grpo_lab.sweep import attempt_info, totals
+
+LOGGED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+class TrackingWarning(UserWarning):
+    pass
+
+
+class TuneTracker:
+    def __init__(self, uri: str | None, workspace: Path, sweep: reg.Sweep, target: Path, space: Path,
+                 metric: str, direction: str) -> None:
+        from grpo_lab import tracking
+
+        self.tracker: Any = None
+        self.parent: str | None = None
+        self.logged: set[int] = set()
+        tags = {"kind": "tune", "tune.metric": metric, "tune.direction": direction, "tune.space": str(space),
+                "hardware": sweep.hardware, "unit": sweep.unit}
+
+        def start() -> None:
+            self.tracker = tracking.Tracker(uri or tracking.default_tracking_uri(Path(workspace)))
+            self.parent = self.tracker.start_sweep(sweep.name, Path(target), tags=tags)
+            sweep.mlflow_parent_id = self.parent
+
+        self._safely(start, "starting the MLflow parent run")
+
+    def log(self, trial: FrozenTrial, cell: reg.SweepRun) -> None:
+        """A child run for a completed or pruned trial, from its run folder (idempotent)."""
+        if self.parent is None or trial.state not in LOGGED:
+            return
+        ended = [a for a in cell.run.attempts if a.status != "running"]
+        labels = {**cell.labels(), "tricks": f"tune#{trial.number}", "trial": trial.number,
+                  "tune.state": trial.state.name, "tune.value": trial.value,
+                  **{f"param.{k}": v for k, v in trial.params.items()}}
+        status = {"pruned": "pruned", "stopped": "stopped"}.get(trial.user_attrs.get("status", ""), "finished")
+        self._safely(lambda: self.tracker.log_run(self.parent, labels, Path(cell.run.out_dir), status,
+                                                  attempt_info(ended[-1]) if ended else None),
+                     f"MLflow logging of trial {trial.number}")
+        self.logged.add(trial.number)
+
+    def finish(self, study: optuna.Study, sweep: reg.Sweep) -> None:
+        """Log the trials an earlier (killed) tune ended but never logged; close the parent run."""
+        if self.parent is None:
+            return
+        cells = {c.run_id: c for c in sweep.cells}
+        for trial in study.get_trials(deepcopy=False, states=LOGGED):
+            if trial.number not in self.logged and trial.user_attrs.get("run_id") in cells:
+                self.log(trial, cells[trial.user_attrs["run_id"]])
+        counts = {f"trials_{s.name.lower()}": len(study.get_trials(deepcopy=False, states=(s,)))
+                  for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
+        best = {"best_value": study.best_value} if counts["trials_complete"] else {}
+        self._safely(lambda: self.tracker.end_sweep(self.parent, "finished", totals(sweep) | counts | best),
+                     "MLflow tune totals")
+
+    @staticmethod
+    def _safely(action: Callable[[], None], what: str) -> None:
+        try:
+            action()
+        except Exception as exc:  # noqa: BLE001 - tracking is a copy; the tune goes on
+            warnings.warn(f"{what} failed: {type(exc).__name__}: {exc}", TrackingWarning, stacklevel=2)
