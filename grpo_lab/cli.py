@@ -432,20 +432,25 @@ def report(
 
 @app.command("tune")
 def tune_cmd(
-    target: Path = typer.Argument(..., metavar="CONFIG_OR_MATRIX",
-                                  help="run config YAML, or a matrix: then the baseline of its first model, task and seed"),
-    space: Path = typer.Option(..., help="search space YAML: dotted run-config keys -> distributions (experiments/spaces/)"),
+    target: Path = typer.Argument(..., metavar="CONFIG_OR_MATRIX", help="run config YAML, or a matrix: then "
+                                  "the baseline of its first model, task and seed"),
+    space: Path = typer.Option(..., help="search space YAML: dotted run-config keys -> distributions "
+                                         "(experiments/spaces/)"),
     trials: int = typer.Option(..., min=1, help="completed + pruned trials the study should hold in total"),
     metric: str = typer.Option("eval/pass@1", help="final eval metric of the run summary, or delta_pass@1"),
     direction: str = typer.Option("maximize", help="maximize or minimize"),
     name: Optional[str] = typer.Option(None, help="study name, stored as tune-<name> (default <config>-<space>); "
                                                   "the same name continues the study"),
     seed: int = typer.Option(0, help="seed of the TPE sampler"),
-    budget: Optional[float] = typer.Option(None, help="stop proposing trials once the tune's attempts used this many GPU-hours"),
-    prune_warmup: float = typer.Option(0.25, min=0, max=1, help="no pruning in this first fraction of the steps (1: never prune)"),
-    hardware: Optional[str] = typer.Option(None, help="hardware profile for the unit and price (default: the matrix's, else cpu)"),
+    budget: Optional[float] = typer.Option(None, help="stop proposing trials once the tune's runs used this "
+                                                      "many GPU-hours"),
+    prune_warmup: float = typer.Option(0.25, min=0, max=1, help="no pruning in this first fraction of the steps "
+                                                                "(1: never prune)"),
+    hardware: Optional[str] = typer.Option(None, help="hardware profile for the unit and price (default: the "
+                                                      "matrix's, else cpu)"),
     workspace: Path = typer.Option(Path(".grpo-lab"), help="registry, MLflow store and run folders"),
-    db: Optional[str] = typer.Option(None, help="registry and study SQLAlchemy URL (default sqlite in the workspace; env GRPO_LAB_DB)"),
+    db: Optional[str] = typer.Option(None, help="registry and study SQLAlchemy URL (default sqlite in the "
+                                                "workspace; env GRPO_LAB_DB)"),
     tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI (default sqlite in the workspace)"),
     out: Optional[Path] = typer.Option(None, help="tuned baseline file (default experiments/tuned/<name>.yaml)"),
     set_: list[str] = typer.Option([], "--set", help="override a key of the base config, e.g. --set steps=200"),

@@ -19,6 +19,7 @@ from optuna.trial import TrialState
 from grpo_lab import registry as reg
 from grpo_lab.matrix import expand, load_matrix
 from grpo_lab.tune import TuneOptions, load_space, tune
+from grpo_lab.tune.base import load_base
 from grpo_lab.tune.study import pruning_hook
 from grpo_lab.yamlio import ConfigError
 from tests.conftest import TINY_FAST, tiny_cfg
@@ -71,6 +72,12 @@ def test_space_kinds(tmp_path):
     assert g.choices == (4, 8, 16)
 
 
+@pytest.mark.parametrize("space", sorted((ROOT / "experiments" / "spaces").glob("*.yaml")), ids=lambda p: p.stem)
+def test_shipped_spaces_load_over_a_shipped_config(space):
+    base = load_base(ROOT / "experiments" / "configs" / "tiny-math.yaml")
+    assert "kl.beta" in load_space(space, base.data, base.source).distributions
+
+
 def test_pruning_hook_prunes_below_the_median_but_never_at_the_last_step():
     study = optuna.create_study(direction="maximize", pruner=optuna.pruners.MedianPruner(n_startup_trials=2))
     for value in (0.5, 0.6):
@@ -87,6 +94,7 @@ def test_pruning_hook_prunes_below_the_median_but_never_at_the_last_step():
         hook(1, {"eval/pass@1": 0.1})
 
 
+@pytest.mark.slow
 def test_tune_six_trials_registers_runs_writes_the_baseline_and_logs_mlflow(tmp_path):
     config, space = write(tmp_path / "base.yaml", BASE), write(tmp_path / "space.yaml", SPACE)
     ws, out = tmp_path / "ws", tmp_path / "tuned" / "best.yaml"
@@ -137,6 +145,7 @@ def folders(ws: Path) -> tuple[int, bool]:
     return sum((d / "summary.json").exists() for d in runs), any(b["step"] >= 2 for b in beats)
 
 
+@pytest.mark.slow
 def test_kill_9_then_restart_completes_the_study_training_no_finished_run_twice(tmp_path):
     config = write(tmp_path / "base.yaml", {**BASE, "steps": 6, "eval": {**BASE["eval"], "every": 3}})
     space, ws = write(tmp_path / "space.yaml", SPACE), tmp_path / "ws"
@@ -164,6 +173,7 @@ def test_kill_9_then_restart_completes_the_study_training_no_finished_run_twice(
     study = optuna.load_study(study_name="tune-killme", storage=url)
     complete = study.get_trials(states=(TrialState.COMPLETE,))
     assert len(complete) == 6 and {t.number for t in complete} >= set(finished_first)
+    assert len({t.user_attrs["run_id"] for t in complete}) == 6  # the restart proposed new points, not the old ones
     resumed = [t.number for t in complete if "resumes" in t.user_attrs]
     assert len(resumed) == 1 and len(study.get_trials(states=(TrialState.FAIL,))) == 1
     with reg.connect(url)() as s:
@@ -171,7 +181,8 @@ def test_kill_9_then_restart_completes_the_study_training_no_finished_run_twice(
             run = s.get(reg.Run, t.user_attrs["run_id"])
             statuses = [a.status for a in run.attempts]
             assert statuses == (["interrupted", "finished"] if t.number in resumed else ["finished"]), t.number
-            steps = [json.loads(line)["step"] for line in (Path(run.out_dir) / "metrics.jsonl").read_text().splitlines()]
+            lines = (Path(run.out_dir) / "metrics.jsonl").read_text().splitlines()
+            steps = [json.loads(line)["step"] for line in lines]
             assert steps == list(range(6)), t.number  # each step trained (and logged) once
             if t.number in resumed:  # the killed attempt keeps its hours; the next one resumed past step 0
                 assert run.attempts[0].gpu_hours > 0 and run.attempts[1].start_step >= 2

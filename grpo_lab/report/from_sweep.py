@@ -3,7 +3,7 @@
 The study's compute split (STUDY.md, "How the study spends"): *sampling and eval* = the rollout,
 reward and eval phases of the attempts that counted; *search and reruns* = attempts that did not
 count (failed, interrupted: wasted compute); *main matrix* = everything else the counted
-attempts spent (training, reference forwards, set-up).
+attempts spent (training, reference forwards, set-up). A tune's sweep (`tune-<name>`) is search, all of it.
 """
 
 from __future__ import annotations
@@ -47,10 +47,13 @@ def costs(sweep: reg.Sweep, cells: list[reg.SweepRun], effective: float) -> dict
     by_phase = phase_hours(cells)
     sampling = sum(v for k, v in by_phase.items() if k in SAMPLING_PHASES)
     useful = used - wasted
+    if sweep.name.startswith("tune-"):  # a tune's trials are search compute, all of them
+        split = {"main matrix": 0.0, "search and reruns": used, "sampling and eval": 0.0}
+    else:
+        split = {"main matrix": max(useful - sampling, 0.0), "search and reruns": wasted,
+                 "sampling and eval": sampling}
     return {
-        "unit": sweep.unit, "by_phase": by_phase, "total": used, "wasted": wasted,
-        "split": {"main matrix": max(useful - sampling, 0.0), "search and reruns": wasted,
-                  "sampling and eval": sampling},
+        "unit": sweep.unit, "by_phase": by_phase, "total": used, "wasted": wasted, "split": split,
         "price_per_gpu_hour": sweep.price_per_gpu_hour,
         "cost_per_effective_sample": used / effective if effective else None,
     }

@@ -25,7 +25,7 @@ def write_override(path: Path, base: Base, study: optuna.Study, metric: str, spa
         f"# objective: {study.direction.name.lower()} {metric} = {best.value:.4g} at trial {best.number} "
         f"(run {best.user_attrs.get('run_id', '?')}), best of {ended} completed or pruned trials",
         f"# search space: {space_source}; base: {base.source}",
-        f"# tuned: {', '.join(f'{k} = {v:.4g}' if isinstance(v, float) else f'{k} = {v}' for k, v in best.params.items())}",
+        f"# tuned: {', '.join(f'{k} = {_fmt(v)}' for k, v in best.params.items())}",
         "# Use it in a matrix as  base: <this file, relative to the matrix>",
     ]
     path = Path(path)

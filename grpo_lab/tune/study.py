@@ -21,7 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
 from grpo_lab import registry as reg
-from grpo_lab.catalog import load_card, load_hardware
+from grpo_lab.catalog import Hardware, load_card, load_hardware
 from grpo_lab.config import RunConfig
 from grpo_lab.matrix import DEFAULT_HARDWARE
 from grpo_lab.sweep import recover, totals
@@ -84,7 +84,7 @@ def tune(target: Path, space_path: Path, opts: TuneOptions,
             recover(session, sweep)
             tracker = TuneTracker(opts.tracking_uri, opts.workspace, sweep, target, space_path, metric, opts.direction)
             session.commit()
-            stopped_by = run_trials(study, session, sweep, base, space, metric, opts, tracker, on_trial)
+            stopped_by = Tuning(study, session, sweep, base, space, metric, opts, tracker).run(on_trial)
             spent = totals(sweep)["gpu_hours"]
             tracker.finish(study, sweep)
     out = None
@@ -119,10 +119,9 @@ def exclusive(path: Path, what: str) -> Iterator[None]:
 def open_study(url: str, name: str, metric: str, opts: TuneOptions, steps: int) -> optuna.Study:
     """Create or load the study; fail its trials a killed tune left RUNNING and enqueue their params."""
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    study = optuna.create_study(
-        storage=optuna.storages.RDBStorage(url, engine_kwargs=engine), study_name=name, load_if_exists=True,
-        direction=opts.direction, sampler=optuna.samplers.TPESampler(seed=opts.seed),
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=int(steps * opts.prune_warmup)))
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=int(steps * opts.prune_warmup))
+    study = optuna.create_study(storage=optuna.storages.RDBStorage(url, engine_kwargs=engine), study_name=name,
+                                load_if_exists=True, direction=opts.direction, pruner=pruner)
     if study.direction.name.lower() != opts.direction:
         raise ConfigError(f"study {name} was started to {study.direction.name.lower()}: pass --direction "
                           f"{study.direction.name.lower()}, or give another --name")
@@ -134,10 +133,13 @@ def open_study(url: str, name: str, metric: str, opts: TuneOptions, steps: int) 
         study.tell(stale.number, state=TrialState.FAIL)
         if stale.params:
             study.enqueue_trial(stale.params, user_attrs={"resumes": stale.number})
+    # Seeded by the history too: a resumed tune seeded as a fresh one would replay the first
+    # proposals (TPE starts with seeded random ones) and "complete" them by reusing their runs.
+    study.sampler = optuna.samplers.TPESampler(seed=opts.seed + len(study.trials))
     return study
 
 
-def open_sweep(session: Session, name: str, target: Path, hw, budget: float | None) -> reg.Sweep:
+def open_sweep(session: Session, name: str, target: Path, hw: Hardware, budget: float | None) -> reg.Sweep:
     from grpo_lab.tracking import env_snapshot
 
     sweep = reg.get_sweep(session, name)
@@ -150,49 +152,59 @@ def open_sweep(session: Session, name: str, target: Path, hw, budget: float | No
     return sweep
 
 
-def run_trials(study: optuna.Study, session: Session, sweep: reg.Sweep, base: Base, space: SearchSpace,
-               metric: str, opts: TuneOptions, tracker: TuneTracker,
-               on_trial: Callable[[FrozenTrial], None] | None) -> str:
-    """Ask, train, tell until the study holds opts.trials counted trials; returns why it stopped."""
-    failures = 0
-    while len(study.get_trials(deepcopy=False, states=COUNTED)) < opts.trials:
-        if opts.budget is not None and totals(sweep)["gpu_hours"] >= opts.budget:
-            return "budget"
-        trial = study.ask(space.distributions)
-        frozen, cell = run_one(study, trial, session, sweep, base, metric, opts)
-        tracker.log(frozen, cell)
-        if on_trial:
-            on_trial(frozen)
-        failures = failures + 1 if frozen.state == TrialState.FAIL else 0
-        if failures >= MAX_FAILURES:
-            return "failures"
-    return "trials"
+@dataclass
+class Tuning:
+    """A tune in progress: the study, the registry sweep its runs belong to, and what trials need."""
 
+    study: optuna.Study
+    session: Session
+    sweep: reg.Sweep
+    base: Base
+    space: SearchSpace
+    metric: str
+    opts: TuneOptions
+    tracker: TuneTracker
 
-def run_one(study: optuna.Study, trial: optuna.Trial, session: Session, sweep: reg.Sweep, base: Base, metric: str,
-            opts: TuneOptions) -> tuple[FrozenTrial, reg.SweepRun]:
-    """One trial: resolve its config, register and execute its run, tell the study the outcome."""
-    try:
-        cfg = base.config(trial.params)
-    except ConfigError:  # a combination of values the config rejects (each alone was checked)
-        study.tell(trial, state=TrialState.FAIL)
-        raise
-    cell = register_trial(session, sweep, cfg, trial.number, Path(opts.workspace) / "runs", load_card(cfg.model).gpus)
-    trial.set_user_attr("run_id", cfg.run_id())
-    out = execute_trial(session, cell.run, cfg, pruning_hook(trial, metric, cfg))
-    trial.set_user_attr("status", out.status)
-    trial.set_user_attr("gpu_hours", out.gpu_hours)
-    if out.status == "pruned":
-        return study.tell(trial, state=TrialState.PRUNED), cell
-    if out.summary is None:
-        trial.set_user_attr("error", (out.error or "")[-1000:])
-        return study.tell(trial, state=TrialState.FAIL), cell
-    try:
-        value = objective(out.summary, metric)
-    except ConfigError:
-        study.tell(trial, state=TrialState.FAIL)
-        raise
-    return study.tell(trial, value), cell
+    def run(self, on_trial: Callable[[FrozenTrial], None] | None = None) -> str:
+        """Ask, train, tell until the study holds opts.trials counted trials; returns why it stopped."""
+        failures = 0
+        while len(self.study.get_trials(deepcopy=False, states=COUNTED)) < self.opts.trials:
+            if self.opts.budget is not None and totals(self.sweep)["gpu_hours"] >= self.opts.budget:
+                return "budget"
+            frozen, cell = self.trial(self.study.ask(self.space.distributions))
+            self.tracker.log(frozen, cell)
+            if on_trial:
+                on_trial(frozen)
+            failures = failures + 1 if frozen.state == TrialState.FAIL else 0
+            if failures >= MAX_FAILURES:
+                return "failures"
+        return "trials"
+
+    def trial(self, trial: optuna.Trial) -> tuple[FrozenTrial, reg.SweepRun]:
+        """One trial: resolve its config, register and execute its run, tell the study the outcome."""
+        study = self.study
+        try:
+            cfg = self.base.config(trial.params)
+        except ConfigError:  # a combination of values the config rejects (each alone was checked)
+            study.tell(trial, state=TrialState.FAIL)
+            raise
+        cell = register_trial(self.session, self.sweep, cfg, trial.number, Path(self.opts.workspace) / "runs",
+                              load_card(cfg.model).gpus)
+        trial.set_user_attr("run_id", cfg.run_id())
+        out = execute_trial(self.session, cell.run, cfg, pruning_hook(trial, self.metric, cfg))
+        trial.set_user_attr("status", out.status)
+        trial.set_user_attr("gpu_hours", out.gpu_hours)
+        if out.status == "pruned":
+            return study.tell(trial, state=TrialState.PRUNED), cell
+        if out.summary is None:
+            trial.set_user_attr("error", (out.error or "")[-1000:])
+            return study.tell(trial, state=TrialState.FAIL), cell
+        try:
+            value = objective(out.summary, self.metric)
+        except ConfigError:
+            study.tell(trial, state=TrialState.FAIL)
+            raise
+        return study.tell(trial, value), cell
 
 
 def pruning_hook(trial: optuna.Trial, metric: str, cfg: RunConfig) -> OnStep:
