@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
@@ -34,6 +34,7 @@ def run(
     """Train one GRPO run; writes metrics.jsonl and summary.json."""
     from grpo_lab.config import load_config
     from grpo_lab.trainer.grpo import train
+    from grpo_lab.views import show_summary
 
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -57,20 +58,7 @@ def run(
             bar.update(job, completed=step + 1, description=desc)
 
         summary = train(cfg, out, on_step=on_step)
-    show_summary(summary)
-
-
-def show_summary(s: dict) -> None:
-    table = Table(title=f"run {s['run_id']}")
-    table.add_column("metric")
-    table.add_column("base", justify="right")
-    table.add_column("final", justify="right")
-    for key in sorted(k for k in s["final"] if k.startswith("eval/") and k.count("/") == 1):
-        table.add_row(key, f"{(s['base'] or {}).get(key, float('nan')):.3f}", f"{s['final'][key]:.3f}")
-    console.print(table)
-    phases = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(s["phase_seconds"].items()))
-    console.print(f"wall {s['wall_seconds']:.1f}s ({phases}); tokens generated {s['tokens_generated']}, "
-                  f"trained {s['tokens_trained']}; effective samples {s['effective_samples']}")
+    show_summary(console, summary)
 
 
 @app.command()
@@ -90,34 +78,6 @@ def tricks(as_json: bool = typer.Option(False, "--json")) -> None:
     console.print(table)
 
 
-if TYPE_CHECKING:
-    from grpo_lab.plan import Plan
-
-
-def show_plan(p: Plan, every_cell: bool = True) -> None:
-    """Print a plan: a row per cell (optional), totals, warnings, and the budget verdict."""
-    from grpo_lab.budget import fmt_hours
-
-    unit = p.hardware.unit
-    if every_cell:
-        table = Table(title=f"plan {p.name} on {p.hardware.name}")
-        for col in ("model", "task", "tricks", "seed", "run id", f"est. {unit}"):
-            table.add_column(col, justify="right" if col in ("seed", f"est. {unit}") else "left")
-        for c, e in zip(p.cells, p.estimates):
-            table.add_row(c.model, c.task, "+".join(c.tricks) or "baseline", str(c.seed), c.run_id, fmt_hours(e.total))
-        console.print(table)
-    phases = ", ".join(f"{k} {fmt_hours(v)}" for k, v in p.phase_totals().items())
-    console.print(f"[bold]{len(p.cells)} cells: {fmt_hours(p.total)} {unit}[/] on {p.hardware.name} ({phases}); "
-                  f"cost ~{p.cost:,.2f} at {p.price:g} per device-hour")
-    for w in p.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
-    if p.fits is None:
-        console.print("no budget given: nothing to check the plan against")
-    else:
-        share = f"{p.total / p.limit:.0%} of {fmt_hours(p.limit)} {unit}" + (f" (tier {p.tier})" if p.tier else "")
-        console.print(f"budget: [green]fits[/], {share}" if p.fits else f"budget: [bold red]does NOT fit[/], {share}")
-
-
 @app.command()
 def plan(
     matrix: Path = typer.Argument(..., help="matrix YAML (see matrices/)"),
@@ -129,6 +89,7 @@ def plan(
 
     from grpo_lab.matrix import load_matrix
     from grpo_lab.plan import make_plan
+    from grpo_lab.views import show_plan
 
     try:
         p = make_plan(load_matrix(matrix), hardware, name=matrix.stem)
@@ -137,7 +98,7 @@ def plan(
     if as_json:
         typer.echo(json.dumps(p.to_dict(), indent=1))
         return
-    show_plan(p)
+    show_plan(console, p)
 
 
 @app.command()
@@ -154,6 +115,7 @@ def preset(
     from grpo_lab.budget import preset_yaml
     from grpo_lab.matrix import load_matrix
     from grpo_lab.plan import make_plan
+    from grpo_lab.views import show_plan
 
     out = out or Path("matrices") / f"preset-{tier}-{model}-{task}.yaml"
     try:
@@ -164,7 +126,7 @@ def preset(
     except ConfigError as exc:
         fail(ConfigError(escape(str(exc))))  # '[a, b]' in a message is not markup
     console.print(f"wrote {out}")
-    show_plan(p, every_cell=False)
+    show_plan(console, p, every_cell=False)
 
 
 @app.command()
@@ -188,7 +150,7 @@ def sweep(
     from grpo_lab.matrix import load_matrix
     from grpo_lab.runners.base import load_profile, make_runner
     from grpo_lab.sweep import SweepOptions, execute_sweep, log_cell, open_sweep, plan_for, recover, totals
-    from grpo_lab.views import SweepProgress, runs_table
+    from grpo_lab.views import SweepProgress, runs_table, show_plan
 
     opts = SweepOptions(workspace=workspace, db_url=db, retries=retries, allow_over_budget=allow_over_budget, name=name)
     try:
@@ -196,7 +158,7 @@ def sweep(
         profile = load_profile(runner or load_matrix(matrix).runner)
     except ConfigError as exc:
         fail(ConfigError(escape(str(exc))))
-    show_plan(plan, every_cell=False)
+    show_plan(console, plan, every_cell=False)
     Session = reg.connect(db or reg.default_url(workspace))
     with Session() as session:
         sw = open_sweep(session, plan, matrix, opts, env=tracking.env_snapshot())
@@ -333,35 +295,6 @@ def preflight_cmd(
         raise typer.Exit(1)
 
 
-def show_interactions(table, metric: str) -> None:
-    """Print interaction rows: observed vs expected effect, interaction and its 95% CI, q, verdict."""
-    from rich import box
-    from rich.markup import escape
-
-    def num(x, digits: int = 3) -> str:
-        return "-" if x is None or x != x else f"{x:+.{digits}g}"
-
-    # Labels shared by every row go to the title, so the trick names get the width.
-    shared = {k: table[k][0] for k in ("model", "task", "n_seeds") if table[k].n_unique() == 1}
-    labels = [k for k in ("model", "task") if k not in shared]
-    where = "".join(f", {k.removeprefix('n_')} {v}" for k, v in shared.items())
-    out = Table(title=f"interactions on {escape(metric)}{escape(where)}", box=box.SIMPLE_HEAD, show_edge=False,
-                caption="obs: effect vs baseline; exp: sum of the singles' effects; inter = obs - exp, with its 95% CI")
-    for col in (*labels, "tricks", *(() if "n_seeds" in shared else ("seeds",)), "obs", "exp", "inter", "q", "verdict"):
-        out.add_column(col, justify="left" if col in (*labels, "tricks", "verdict") else "right", overflow="fold")
-    for r in table.iter_rows(named=True):
-        need = r["verdict"] == "inconclusive" and r["seeds_needed"]
-        q = "-" if r["q_value"] is None or r["q_value"] != r["q_value"] else f"{r['q_value']:.2g}"
-        out.add_row(*(escape(str(r[k])) for k in labels), escape(r["tricks"].replace("+", "\n+")),
-                    *(() if "n_seeds" in shared else (str(r["n_seeds"]),)), num(r["observed"]), num(r["expected"]),
-                    f"{num(r['interaction'])}\n[{num(r['ci_low'], 2)}, {num(r['ci_high'], 2)}]", q,
-                    r["verdict"] + (f"\n(~{r['seeds_needed']} seeds)" if need else ""),
-                    style="bold red" if r["flagged"] else None, end_section=True)
-    console.print(out)
-    for r in table.filter(table["warnings"] != "").unique(["tricks", "warnings"], maintain_order=True).iter_rows(named=True):
-        console.print(f"[yellow]warning:[/] {escape(r['tricks'])}: {escape(r['warnings'])}")
-
-
 @app.command("interactions")
 def interactions_cmd(
     source: str = typer.Argument(..., help="results table (.csv or .parquet: model, task, tricks, seed, metrics) or a sweep name"),
@@ -378,6 +311,7 @@ def interactions_cmd(
 
     from grpo_lab.analysis import results
     from grpo_lab.analysis.interactions import interactions
+    from grpo_lab.views import show_interactions
 
     path = Path(source)
     try:
@@ -393,7 +327,7 @@ def interactions_cmd(
     elif table.is_empty():
         console.print("no combination has its single tricks and a baseline in the same model x task: nothing to compare")
     else:
-        show_interactions(table, metric + (" (logit)" if logit else ""))
+        show_interactions(console, table, metric + (" (logit)" if logit else ""))
 
 
 @app.command()

@@ -1,9 +1,11 @@
-"""Rich views of sweeps: the live progress table of `sweep` and the tables of `status`."""
+"""Rich views for the CLI: run summaries, plans, the live sweep table, status tables, interactions."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -12,6 +14,9 @@ from rich.table import Table
 from grpo_lab import registry as reg
 from grpo_lab.runners.base import Outcome
 from grpo_lab.runners.worker import read_json
+
+if TYPE_CHECKING:
+    from grpo_lab.plan import Plan
 
 STYLE = {"finished": "green", "stopped": "yellow", "failed": "red", "running": "cyan", "pending": "dim",
          "interrupted": "magenta"}
@@ -88,3 +93,69 @@ def runs_table(sweep: reg.Sweep) -> Table:
         table.add_row(cell.run_id, cell.model, cell.task, cell.tricks or "baseline", str(cell.seed),
                       f"[{STYLE[run.status]}]{run.status}[/]", str(len(run.attempts)), f"{run.gpu_hours:.3g}", err)
     return table
+
+
+def show_summary(console: Console, s: dict) -> None:
+    table = Table(title=f"run {s['run_id']}")
+    table.add_column("metric")
+    table.add_column("base", justify="right")
+    table.add_column("final", justify="right")
+    for key in sorted(k for k in s["final"] if k.startswith("eval/") and k.count("/") == 1):
+        table.add_row(key, f"{(s['base'] or {}).get(key, float('nan')):.3f}", f"{s['final'][key]:.3f}")
+    console.print(table)
+    phases = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(s["phase_seconds"].items()))
+    console.print(f"wall {s['wall_seconds']:.1f}s ({phases}); tokens generated {s['tokens_generated']}, "
+                  f"trained {s['tokens_trained']}; effective samples {s['effective_samples']}")
+
+
+def show_plan(console: Console, p: Plan, every_cell: bool = True) -> None:
+    """Print a plan: a row per cell (optional), totals, warnings, and the budget verdict."""
+    from grpo_lab.budget import fmt_hours
+
+    unit = p.hardware.unit
+    if every_cell:
+        table = Table(title=f"plan {p.name} on {p.hardware.name}")
+        for col in ("model", "task", "tricks", "seed", "run id", f"est. {unit}"):
+            table.add_column(col, justify="right" if col in ("seed", f"est. {unit}") else "left")
+        for c, e in zip(p.cells, p.estimates):
+            table.add_row(c.model, c.task, "+".join(c.tricks) or "baseline", str(c.seed), c.run_id, fmt_hours(e.total))
+        console.print(table)
+    phases = ", ".join(f"{k} {fmt_hours(v)}" for k, v in p.phase_totals().items())
+    console.print(f"[bold]{len(p.cells)} cells: {fmt_hours(p.total)} {unit}[/] on {p.hardware.name} ({phases}); "
+                  f"cost ~{p.cost:,.2f} at {p.price:g} per device-hour")
+    for w in p.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    if p.fits is None:
+        console.print("no budget given: nothing to check the plan against")
+    else:
+        share = f"{p.total / p.limit:.0%} of {fmt_hours(p.limit)} {unit}" + (f" (tier {p.tier})" if p.tier else "")
+        console.print(f"budget: [green]fits[/], {share}" if p.fits else f"budget: [bold red]does NOT fit[/], {share}")
+
+
+def show_interactions(console: Console, table, metric: str) -> None:
+    """Print interaction rows: observed vs expected effect, interaction and its 95% CI, q, verdict."""
+    from rich import box
+    from rich.markup import escape
+
+    def num(x, digits: int = 3) -> str:
+        return "-" if x is None or x != x else f"{x:+.{digits}g}"
+
+    # Labels shared by every row go to the title, so the trick names get the width.
+    shared = {k: table[k][0] for k in ("model", "task", "n_seeds") if table[k].n_unique() == 1}
+    labels = [k for k in ("model", "task") if k not in shared]
+    where = "".join(f", {k.removeprefix('n_')} {v}" for k, v in shared.items())
+    out = Table(title=f"interactions on {escape(metric)}{escape(where)}", box=box.SIMPLE_HEAD, show_edge=False,
+                caption="obs: effect vs baseline; exp: sum of the singles' effects; inter = obs - exp, with its 95% CI")
+    for col in (*labels, "tricks", *(() if "n_seeds" in shared else ("seeds",)), "obs", "exp", "inter", "q", "verdict"):
+        out.add_column(col, justify="left" if col in (*labels, "tricks", "verdict") else "right", overflow="fold")
+    for r in table.iter_rows(named=True):
+        need = r["verdict"] == "inconclusive" and r["seeds_needed"]
+        q = "-" if r["q_value"] is None or r["q_value"] != r["q_value"] else f"{r['q_value']:.2g}"
+        out.add_row(*(escape(str(r[k])) for k in labels), escape(r["tricks"].replace("+", "\n+")),
+                    *(() if "n_seeds" in shared else (str(r["n_seeds"]),)), num(r["observed"]), num(r["expected"]),
+                    f"{num(r['interaction'])}\n[{num(r['ci_low'], 2)}, {num(r['ci_high'], 2)}]", q,
+                    r["verdict"] + (f"\n(~{r['seeds_needed']} seeds)" if need else ""),
+                    style="bold red" if r["flagged"] else None, end_section=True)
+    console.print(out)
+    for r in table.filter(table["warnings"] != "").unique(["tricks", "warnings"], maintain_order=True).iter_rows(named=True):
+        console.print(f"[yellow]warning:[/] {escape(r['tricks'])}: {escape(r['warnings'])}")
