@@ -99,6 +99,7 @@ class MatrixSpec(Strict):
     seeds: list[int] = Field([0], min_length=1)
     tricks: list[TrickGen] = Field([TrickGen(baseline=True)], min_length=1)
     base: dict[str, Any] = {}  # RunConfig overrides for every cell (a path is loaded by load_matrix)
+    task_base: dict[str, dict[str, Any]] = {}  # per-task overrides over `base` (key: a task label, e.g. math)
     budget: BudgetSpec | None = None
     runner: str | None = None
     _base_source: str = PrivateAttr("<matrix>")
@@ -239,6 +240,11 @@ def _check_names(spec: MatrixSpec, source: str, lines: dict) -> None:
             if name not in TASKS:
                 loc = ("tasks", i) if isinstance(task, str) else ("tasks", i, j)
                 errors.append(err(loc, f"unknown task '{name}'{suggest(name, TASKS)}; tasks: {', '.join(TASKS)}"))
+    labels = [t if isinstance(t, str) else "+".join(t) for t in spec.tasks]
+    for name in spec.task_base:
+        if name not in labels:
+            errors.append(err(("task_base", name), f"'{name}' is not a task of this matrix{suggest(name, labels)}; "
+                                                   f"tasks: {', '.join(labels)}"))
     catalog = load_catalog()
     for loc, name in _trick_names(spec):
         if name not in catalog:
@@ -276,8 +282,11 @@ def expand(spec: MatrixSpec) -> list[Cell]:
 
 
 def _resolve_cell(spec: MatrixSpec, model: str, task: str | list[str], tricks: list[str], label: str) -> RunConfig:
-    """The cell's RunConfig: the base, the axes' model and task over it, the tricks over both."""
-    data = deep_merge(spec.base, {"model": model, "task": task, "tricks": tricks})
+    """The cell's RunConfig: the base, its task's task_base over it, the axes' model and task, then
+    the tricks over all of them."""
+    task_label = task if isinstance(task, str) else "+".join(task)
+    base = deep_merge(spec.base, spec.task_base.get(task_label, {}))
+    data = deep_merge(base, {"model": model, "task": task, "tricks": tricks})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SameDimensionWarning)  # collected per cell instead
         return resolve(data, f"{spec._base_source} (cell {label})", spec._base_lines)

@@ -119,3 +119,14 @@ def test_same_dimension_pairs_are_collected_per_cell_not_warned():
     assert len(combo.warnings) == 4  # three sampling pairs, one kl pair
     assert "'group_size_16' and 'dynamic_temperature' both act on dimension 'sampling'" in combo.warnings
     assert "'ema_reference' and 'kl_anneal' both act on dimension 'kl'" in combo.warnings
+
+
+def test_task_base_overrides_base_for_its_task_only(tmp_path):
+    s = spec(tasks=["math", "logic"], base={"steps": 50, "optim": {"lr": 3e-4}},
+             task_base={"math": {"optim": {"lr": 1e-4}, "sampling": {"max_new_tokens": 6}}})
+    by_task = {c.task: c.config for c in expand(s)}
+    assert by_task["math"].optim.lr == 1e-4 and by_task["math"].sampling.max_new_tokens == 6
+    assert by_task["logic"].optim.lr == 3e-4 and by_task["math"].steps == by_task["logic"].steps == 50
+    p = write(tmp_path, "models: [tiny]\ntasks: [math]\ntask_base:\n  maths: {steps: 5}\n")
+    msg = str(pytest.raises(ConfigError, load_matrix, p).value)
+    assert f"{p}:4: field 'task_base.maths': 'maths' is not a task of this matrix (did you mean 'math'?)" in msg

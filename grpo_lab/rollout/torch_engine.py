@@ -1,10 +1,13 @@
 """Batched sampling in plain torch with a preallocated KV cache (CPU and CUDA).
 
 For Llama-family decoders (llama, qwen2, mistral: pre-norm, rotary, optional GQA) the engine
-runs its own decode loop over the model's modules: one static KV cache, one scaled-dot-product
-attention call per layer, and finished rows dropped from the batch. This avoids most of the
-per-token overhead of `generate()`. Other architectures fall back to the model's own forward
-with its dynamic cache; both paths return the same Rollout.
+runs its own decode loop over raw weight tensors: q/k/v and gate/up fused into one matmul each
+(built once per weight version, not per call), one static KV cache holding K and V side by side
+so a step writes both with one copy, rotary embedding applied to q and k together in place,
+the residual adds folded into the output matmuls (addmm), one fused attention kernel per layer
+over the valid prefix of the cache only, and finished rows dropped from the batch. About 13
+kernels per layer and step. Other architectures fall back to the model's own forward with its
+dynamic cache; both paths return the same Rollout.
 """
 
 from __future__ import annotations
@@ -27,6 +30,17 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     return x * cos.unsqueeze(1) + rotate_half(x) * sin.unsqueeze(1)
 
 
+def rope_(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> None:
+    """In place: x [..., D] <- x * cos + rotate_half(x) * sin (cos, signed_sin broadcast to x).
+
+    rotate_half(x) = cat(-x2, x1) = flip of x's two halves times (-1, +1), so with the sign folded
+    into `signed_sin` = cat(-sin1, sin2) it costs one flip, one multiply and one addcmul.
+    """
+    D = x.size(-1)
+    swapped = x.unflatten(-1, (2, D // 2)).flip(-2).flatten(-2)
+    x.mul_(cos).addcmul_(swapped, signed_sin)
+
+
 def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, gen: torch.Generator):
     """logits [B, V] -> (tokens [B], log-probs [B] under softmax(logits / T), before top-p).
 
@@ -45,22 +59,6 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, gen: t
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
 
 
-def decode_attention(q, k, v, valid, scale):
-    """One query token per row. q [B,H,1,D], k/v [B,Hkv,S,D], valid [B,S] -> [B,H,1,D].
-
-    Grouped heads are folded into a head-group axis, so the KV cache is never repeated. With a
-    single query the products are broadcast multiply-and-sum: at these shapes that is cheaper
-    on CPU than batched matmuls over thousands of tiny matrices or the fused attention kernel.
-    """
-    B, H, _, D = q.shape
-    hkv = k.size(1)
-    qg = q.view(B, hkv, H // hkv, 1, D)
-    scores = (qg * k[:, :, None]).sum(-1) * scale  # [B, Hkv, H/Hkv, S]
-    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
-    out = (scores.softmax(-1)[..., None] * v[:, :, None]).sum(-2)  # [B, Hkv, H/Hkv, D]
-    return out.reshape(B, H, 1, D)
-
-
 def left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(map(len, seqs))
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
@@ -71,33 +69,65 @@ def left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, 
     return ids.to(device), mask.to(device)
 
 
-def fuse_weights(dec) -> list[dict]:
-    """Per layer: q/k/v and gate/up projections concatenated into one matmul each.
+class FusedWeights:
+    """The decoder's weights as the fast loop uses them: per layer a tuple
+    (ln1, ln2, eps, qkv, qkv_bias, o, o_bias, gate_up, down, down_bias), plus shapes.
 
-    Built at the start of every generate() call, so it always reflects the current weights.
+    Only qkv and gate_up are new tensors (concatenations); the rest are the parameters themselves.
     """
-    fused = []
-    for layer in dec.layers:
-        a, mlp = layer.self_attn, layer.mlp
-        projs = (a.q_proj, a.k_proj, a.v_proj)
-        bias = None
-        if a.q_proj.bias is not None:  # qwen2 has q/k/v biases
-            bias = torch.cat([p.bias for p in projs])
-        fused.append({
-            "ln1": layer.input_layernorm.weight, "ln2": layer.post_attention_layernorm.weight,
-            "eps": getattr(layer.input_layernorm, "variance_epsilon", 1e-6),
-            "qkv": torch.cat([p.weight for p in projs]), "qkv_b": bias,
-            "split": [p.out_features for p in projs],
-            "gate_up": torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]),
-            "scale": getattr(a, "scaling", None) or a.head_dim ** -0.5,
-        })
-    return fused
+
+    def __init__(self, model):
+        dec = model.get_decoder()
+        cfg = model.config
+        attn0 = dec.layers[0].self_attn
+        self.heads = cfg.num_attention_heads
+        self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
+        self.head_dim = getattr(attn0, "head_dim", None) or cfg.hidden_size // self.heads
+        self.hidden = cfg.hidden_size
+        self.scale = getattr(attn0, "scaling", None) or self.head_dim ** -0.5
+        act = getattr(cfg, "hidden_act", None)
+        self.act = F.silu if act in ("silu", "swish") else dec.layers[0].mlp.act_fn
+        self.embed = dec.embed_tokens.weight
+        self.norm = dec.norm.weight
+        self.norm_eps = getattr(dec.norm, "variance_epsilon", getattr(dec.norm, "eps", 1e-6))
+        head = model.get_output_embeddings()
+        self.head, self.head_bias = head.weight, head.bias
+        self.inter = dec.layers[0].mlp.gate_proj.out_features
+        self.layers = []
+        for layer in dec.layers:
+            a, mlp = layer.self_attn, layer.mlp
+            projs = (a.q_proj, a.k_proj, a.v_proj)
+            bias = torch.cat([p.bias for p in projs]) if a.q_proj.bias is not None else None  # qwen2
+            gu_bias = mlp.gate_proj.bias
+            if gu_bias is not None:
+                gu_bias = torch.cat([mlp.gate_proj.bias, mlp.up_proj.bias])
+            self.layers.append((
+                layer.input_layernorm.weight, layer.post_attention_layernorm.weight,
+                getattr(layer.input_layernorm, "variance_epsilon", 1e-6),
+                torch.cat([p.weight for p in projs]), bias,
+                a.o_proj.weight, a.o_proj.bias,
+                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), gu_bias,
+                mlp.down_proj.weight, mlp.down_proj.bias,
+            ))
+
+
+def weights_key(model) -> tuple:
+    """Changes whenever a parameter is replaced or modified in place (optimizer step, load)."""
+    return tuple((p.data_ptr(), p._version) for p in model.parameters())
+
+
+def residual_linear(x: torch.Tensor, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """x + h @ w.T (+ b) in one kernel where possible; x, h: [N, *]."""
+    out = torch.addmm(x, h, w.t())
+    return out if b is None else out.add_(b)
+
 
 class TorchEngine:
     name = "torch"
 
     def __init__(self, model, eos_id: int, pad_id: int):
         self.model, self.eos_id, self.pad_id = model, eos_id, pad_id
+        self._weights, self._key = None, None
         cfg = model.config
         layer = self._layers()[0]
         self.fast = (cfg.model_type in FAST_TYPES and not hasattr(layer.self_attn, "q_norm")
@@ -105,11 +135,20 @@ class TorchEngine:
 
     def sync_weights(self, model) -> None:
         self.model = model  # same process, same tensors: nothing to copy
+        self._weights = None  # but the fused copies are rebuilt from the new values
 
     def _layers(self):
         return self.model.get_decoder().layers
 
-    @torch.no_grad()
+    def fused(self) -> FusedWeights:
+        """The fused weights, rebuilt when any parameter changed since they were built."""
+        key = weights_key(self.model)
+        if self._weights is None or key != self._key:
+            with torch.inference_mode():
+                self._weights = FusedWeights(self.model)
+            self._key = key
+        return self._weights
+
     def generate(self, prompts, n, temperature, top_p, max_new_tokens, seed=None) -> Rollout:
         device = next(self.model.parameters()).device
         gen = torch.Generator(device=device)
@@ -118,56 +157,118 @@ class TorchEngine:
         was_training = self.model.training
         self.model.eval()
         try:
-            if self.fast:  # prefill each prompt once, then share its KV cache across the group
-                ids, mask = left_pad(prompts, self.pad_id, device)
-                out, lps, stops = self._fast_loop(ids, mask, n, temperature, top_p, max_new_tokens, gen)
-            else:
-                ids, mask = left_pad(rows, self.pad_id, device)
-                out, lps, stops = self._hf_loop(ids, mask, temperature, top_p, max_new_tokens, gen)
+            with torch.inference_mode():
+                if self.fast:  # prefill each prompt once, then share its KV cache across the group
+                    ids, mask = left_pad(prompts, self.pad_id, device)
+                    out, lps, stops = self._fast_loop(ids, mask, n, temperature, top_p, max_new_tokens, gen)
+                else:
+                    ids, mask = left_pad(rows, self.pad_id, device)
+                    out, lps, stops = self._hf_loop(ids, mask, temperature, top_p, max_new_tokens, gen)
         finally:
             self.model.train(was_training)
         group = [i for i in range(len(prompts)) for _ in range(n)]
         return Rollout(rows, out, lps, stops, group)
 
     def _fast_loop(self, ids, mask, n, temperature, top_p, max_new, gen):
+        w = self.fused()
         dec = self.model.get_decoder()
-        cfg = self.model.config
-        self._fused = fuse_weights(dec)
+        dev = ids.device
         U, P = ids.shape
         B = U * n
-        hkv = cfg.num_key_value_heads
-        hd = getattr(dec.layers[0].self_attn, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
-        kc = torch.empty(len(dec.layers), U, hkv, P + max_new, hd, dtype=dec.embed_tokens.weight.dtype, device=ids.device)
-        vc = torch.empty_like(kc)
+        L, Hkv, D = len(w.layers), w.kv_heads, w.head_dim
+        C = 2 * Hkv * D  # one cache row: K then V of every kv head
+        S = P + max_new
+        dtype = w.head.dtype
+        # kv[l, b, s] = (K | V) of layer l, row b, column s; column s < P is the prompt.
+        kv = torch.empty(L, B, S, C, dtype=dtype, device=dev)
         pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
-        causal = torch.ones(P, P, dtype=torch.bool, device=ids.device).tril()
-        # Padded query rows attend to themselves so the softmax is never over an empty set.
-        attn_mask = (causal & mask[:, None, :]) | torch.eye(P, dtype=torch.bool, device=ids.device)
-        h = self._forward(dec, ids, pos, kc, vc, 0, attn_mask[:, None])
-        logits = self.model.lm_head(dec.norm(h[:, -1])).repeat_interleave(n, dim=0)
-        kc, vc = kc.repeat_interleave(n, dim=1), vc.repeat_interleave(n, dim=1)
-        valid = torch.zeros(B, P + max_new, dtype=torch.bool, device=ids.device)
-        valid[:, :P] = mask.repeat_interleave(n, dim=0)
-        next_pos = pos[:, -1].repeat_interleave(n) + 1
-        alive = torch.arange(B, device=ids.device)
-        toks = torch.full((B, max_new), -1, dtype=torch.long, device=ids.device)
-        lps = torch.zeros(B, max_new, device=ids.device)
+        x = self._prefill(w, dec, ids, mask, pos, kv, n)
+        logits = F.linear(F.rms_norm(x[:, -1], (w.hidden,), w.norm, w.norm_eps), w.head, w.head_bias)
+        logits = logits.repeat_interleave(n, dim=0)
+        # Rotary tables for every decode step of every row, built once: [B, max_new, 1, D].
+        dpos = pos[:, -1:].repeat_interleave(n, dim=0) + 1 + torch.arange(max_new, device=dev)
+        cos, sin = dec.rotary_emb(x, dpos)
+        cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
+        sin = torch.cat((-sin[..., : D // 2], sin[..., D // 2 :]), dim=-1)
+        # Additive mask over cache columns: -inf on left padding; None when no row is padded.
+        bias = None
+        if not bool(mask.all()):
+            bias = torch.zeros(B, S, dtype=dtype, device=dev)
+            bias[:, :P].masked_fill_(~mask.repeat_interleave(n, dim=0), float("-inf"))
+        alive = None  # None while every row is alive: plain column writes instead of index_put
+        toks = torch.full((B, max_new), -1, dtype=torch.long, device=dev)
+        lps = torch.zeros(B, max_new, device=dev)
         for t in range(max_new):
             tok, lp = sample_tokens(logits, temperature, top_p, gen)
-            toks[alive, t], lps[alive, t] = tok, lp
-            done = tok == self.eos_id
-            if t == max_new - 1 or bool(done.all()):
+            if alive is None:
+                toks[:, t], lps[:, t] = tok, lp
+            else:
+                toks[alive, t], lps[alive, t] = tok, lp
+            if t == max_new - 1:
                 break
-            if done.any():  # drop finished rows from every cached tensor
+            done = tok == self.eos_id
+            if bool(done.any()):  # drop finished rows from every per-row tensor
+                if bool(done.all()):
+                    break
                 keep = (~done).nonzero().squeeze(-1)
-                alive, tok, next_pos = alive[keep], tok[keep], next_pos[keep]
-                kc, vc, valid = kc[:, keep], vc[:, keep], valid[keep]
+                alive = keep if alive is None else alive[keep]
+                tok, kv, cos, sin = tok[keep], kv[:, keep], cos[keep], sin[keep]
+                bias = bias[keep] if bias is not None else None
             col = P + t
-            valid[:, col] = True
-            h = self._forward(dec, tok[:, None], next_pos[:, None], kc, vc, col, valid[:, : col + 1])
-            logits = self.model.lm_head(dec.norm(h[:, -1]))
-            next_pos = next_pos + 1
+            x = self._decode(w, tok, kv, col, cos[:, t], sin[:, t], None if bias is None else bias[:, : col + 1])
+            logits = F.linear(F.rms_norm(x, (w.hidden,), w.norm, w.norm_eps), w.head, w.head_bias)
         return self._unpack(toks, lps)
+
+    def _prefill(self, w: FusedWeights, dec, ids, mask, pos, kv, n):
+        """All layers over the U prompts [U, P]; K/V written to the cache of all U * n rows."""
+        U, P = ids.shape
+        H, Hkv, D = w.heads, w.kv_heads, w.head_dim
+        x = F.embedding(ids, w.embed)
+        cos, sin = dec.rotary_emb(x, pos)
+        cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
+        sin = torch.cat((-sin[..., : D // 2], sin[..., D // 2 :]), dim=-1)
+        causal = torch.ones(P, P, dtype=torch.bool, device=ids.device).tril()
+        # Padded query rows attend to themselves so the softmax is never over an empty set.
+        attn_mask = ((causal & mask[:, None, :]) | torch.eye(P, dtype=torch.bool, device=ids.device))[:, None]
+        grouped = kv.view(kv.size(0), U, n, *kv.shape[2:])
+        for i, (ln1, ln2, eps, wqkv, bqkv, wo, bo, wgu, bgu, wd, bd) in enumerate(w.layers):
+            y = F.linear(F.rms_norm(x, (w.hidden,), ln1, eps), wqkv, bqkv)  # [U, P, (H + 2Hkv) D]
+            rope_(y[..., : (H + Hkv) * D].unflatten(-1, (H + Hkv, D)), cos, sin)
+            grouped[i, :, :, :P] = y[:, None, :, H * D :]
+            q = y[..., : H * D].unflatten(-1, (H, D)).transpose(1, 2)
+            k = y[..., H * D : (H + Hkv) * D].unflatten(-1, (Hkv, D)).transpose(1, 2)
+            v = y[..., (H + Hkv) * D :].unflatten(-1, (Hkv, D)).transpose(1, 2)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=w.scale, enable_gqa=H != Hkv)
+            x = x + F.linear(o.transpose(1, 2).reshape(U, P, H * D), wo, bo)
+            gu = F.linear(F.rms_norm(x, (w.hidden,), ln2, eps), wgu, bgu)
+            x = x + F.linear(w.act(gu[..., : w.inter]) * gu[..., w.inter :], wd, bd)
+        return x
+
+    def _decode(self, w: FusedWeights, tok, kv, col, cos, sin, bias):
+        """One token per row through all layers; K/V of column `col` written to the cache.
+
+        tok [B]; cos, sin [B, 1, D]; bias [B, col + 1] additive mask or None -> hidden [B, hidden].
+        """
+        B = tok.size(0)
+        H, Hkv, D = w.heads, w.kv_heads, w.head_dim
+        g, I, end = H // Hkv, w.inter, col + 1
+        mask = None if bias is None else bias[:, None, None, :]
+        x = F.embedding(tok, w.embed)
+        for i, (ln1, ln2, eps, wqkv, bqkv, wo, bo, wgu, bgu, wd, bd) in enumerate(w.layers):
+            y = F.linear(F.rms_norm(x, (w.hidden,), ln1, eps), wqkv, bqkv)  # [B, (H + 2Hkv) D]
+            rope_(y[:, : (H + Hkv) * D].view(B, H + Hkv, D), cos, sin)
+            kv[i, :, col] = y[:, H * D :]
+            cache = kv[i, :, :end]
+            k = cache[..., : Hkv * D].unflatten(-1, (Hkv, D)).transpose(1, 2)  # [B, Hkv, end, D]
+            v = cache[..., Hkv * D :].unflatten(-1, (Hkv, D)).transpose(1, 2)
+            # The g query heads sharing a kv head act as g query positions (no causal mask here),
+            # so grouped-query attention needs no repeated K/V.
+            q = y[:, : H * D].view(B, Hkv, g, D)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=w.scale)
+            x = residual_linear(x, o.reshape(B, H * D), wo, bo)
+            gu = F.linear(F.rms_norm(x, (w.hidden,), ln2, eps), wgu, bgu)
+            x = residual_linear(x, w.act(gu[:, :I]) * gu[:, I:], wd, bd)
+        return x
 
     def _unpack(self, toks: torch.Tensor, lps: torch.Tensor):
         """[B, max_new] tensors (-1 after the end) -> per-row lists cut after EOS, stop reasons."""
@@ -180,30 +281,6 @@ class TorchEngine:
             logps.append(lp[:n])
             stops.append("eos" if n and row[n - 1] == self.eos_id else "length")
         return out, logps, stops
-        return out, lps, stops
-
-    def _forward(self, dec, ids, pos, kc, vc, start, attn_mask):
-        """Run all layers on `ids` at cache columns [start, start+T); writes K/V into the cache."""
-        x = dec.embed_tokens(ids)
-        cos, sin = dec.rotary_emb(x, pos)
-        B, T, H = x.shape
-        D, end = kc.size(-1), start + T
-        for i, (layer, w) in enumerate(zip(dec.layers, self._fused)):
-            h = F.rms_norm(x, (H,), w["ln1"], w["eps"])
-            q, k, v = F.linear(h, w["qkv"], w["qkv_b"]).split(w["split"], dim=-1)
-            q = rope(q.view(B, T, -1, D).transpose(1, 2), cos, sin)
-            kc[i, :, :, start:end] = rope(k.view(B, T, -1, D).transpose(1, 2), cos, sin)
-            vc[i, :, :, start:end] = v.view(B, T, -1, D).transpose(1, 2)
-            if attn_mask.dim() == 2:  # decode: attn_mask is the [B, S] validity of cached keys
-                o = decode_attention(q, kc[i, :, :, :end], vc[i, :, :, :end], attn_mask, w["scale"])
-            else:
-                o = F.scaled_dot_product_attention(q, kc[i, :, :, :end], vc[i, :, :, :end], attn_mask=attn_mask,
-                                                   scale=w["scale"], enable_gqa=q.size(1) != kc.size(2))
-            x = x + layer.self_attn.o_proj(o.transpose(1, 2).reshape(B, T, -1))
-            g, u = F.linear(F.rms_norm(x, (H,), w["ln2"], w["eps"]), w["gate_up"]).chunk(2, dim=-1)
-            x = x + layer.mlp.down_proj(layer.mlp.act_fn(g) * u)
-        return x
-
 
     def _hf_loop(self, ids, mask, temperature, top_p, max_new, gen):
         """Fallback for architectures the fast loop does not know: the model's own KV cache."""
