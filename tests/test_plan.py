@@ -19,11 +19,12 @@ def plan_json(path) -> dict:
 
 def test_quickstart_plan():
     p = plan_json(ROOT / "matrices" / "quickstart.yaml")
-    assert p["totals"]["cells"] == len(p["cells"]) == 3 and p["unit"] == "device-hours"
+    assert p["totals"]["cells"] == len(p["cells"]) == 8 and p["unit"] == "device-hours"
     assert p["fits"] is True and p["warnings"] == []
     assert p["totals"]["gpu_hours"] < 0.1  # minutes on the CPU box
-    assert {c["tricks"][0] if c["tricks"] else "baseline" for c in p["cells"]} == {"baseline", "quantile_norm",
-                                                                                   "ema_reference"}
+    assert {"+".join(c["tricks"]) or "baseline" for c in p["cells"]} == {
+        "baseline", "quantile_norm", "ema_reference", "quantile_norm+ema_reference"}
+    assert {c["seed"] for c in p["cells"]} == {0, 1}
 
 
 def test_ten_tricks_plan():
@@ -40,7 +41,7 @@ def test_ten_tricks_plan():
 
 def test_plan_table_and_errors(tmp_path):
     res = runner.invoke(app, ["plan", str(ROOT / "matrices" / "quickstart.yaml"), "--hardware", "h100"])
-    assert res.exit_code == 0 and "3 cells" in res.output and "GPU-hours" in res.output
+    assert res.exit_code == 0 and "8 cells" in res.output and "GPU-hours" in res.output
     bad = tmp_path / "bad.yaml"
     bad.write_text("models: [tiny]\ntasks: [math]\ntricks: [{singles: [ema_refrence]}]\n")
     res = runner.invoke(app, ["plan", str(bad)])
