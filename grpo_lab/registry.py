@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from sqlalchemy import ForeignKey, String, Text, UniqueConstraint, create_engine, event, func, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, sessionmaker
 
 WORKSPACE = Path(".grpo-lab")  # per-project folder: registry.db, mlflow.db, runs/
@@ -128,7 +129,10 @@ def connect(url: str) -> sessionmaker[Session]:
         def _pragmas(conn, _record):  # WAL: readers (`grpo-lab status`) never block the driver
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA foreign_keys=ON")
-    Base.metadata.create_all(engine)
+    try:
+        Base.metadata.create_all(engine)
+    except OperationalError:  # another process created the tables between our check and our CREATE
+        Base.metadata.create_all(engine)
     return sessionmaker(engine, expire_on_commit=False)
 
 

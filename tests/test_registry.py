@@ -40,3 +40,24 @@ def test_attempt_hours_and_wasted_compute(tmp_path):
     reg.end_attempt(session, last, "failed", 0.25, "boom again")
     assert third_run.status == "failed"
     assert reg.counts(session, sweep) == {"pending": 0, "running": 0, "finished": 1, "stopped": 0, "failed": 1}
+
+
+def test_concurrent_first_connections_create_the_schema_once(tmp_path):
+    """`grpo-lab status` started while a sweep creates its registry must not fail on CREATE TABLE."""
+    import threading
+
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    errors = []
+
+    def open_it():
+        try:
+            reg.connect(url)
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

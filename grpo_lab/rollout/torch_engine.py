@@ -55,7 +55,7 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, gen: t
         sorted_p, idx = probs.sort(dim=-1, descending=True)
         drop = sorted_p.cumsum(-1) - sorted_p > top_p
         probs = probs.scatter(-1, idx, sorted_p.masked_fill(drop, 0.0))
-    cdf = probs.cumsum(-1)
+    cdf = probs.cumsum_(-1)  # probs is a fresh tensor: no second [B, V] buffer
     u = torch.rand(probs.size(0), 1, generator=gen, device=probs.device) * cdf[:, -1:]
     tokens = torch.searchsorted(cdf, u).squeeze(-1).clamp(max=probs.size(-1) - 1)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
@@ -210,6 +210,7 @@ class TorchEngine:
         bias = torch.full((B, Hkv, 1, S), float("-inf"), dtype=dtype, device=dev)
         bias[:, :, 0, :P].masked_fill_(mask.repeat_interleave(n, dim=0)[:, None], 0.0)
         alive, views = None, None  # alive: None while every row is: column writes, not index_put
+        bufs = self._work_buffers(w, B, S, dtype, dev)
         toks = torch.full((B, max_new), -1, dtype=torch.long, device=dev)
         lps = torch.zeros(B, max_new, device=dev)
         for t in range(max_new):
@@ -221,7 +222,7 @@ class TorchEngine:
             if t == max_new - 1:
                 break
             done = tok == self.eos_id
-            if bool(done.any()):  # drop finished rows from every per-row tensor
+            if self.eos_id >= 0 and bool(done.any()):  # drop finished rows from every per-row tensor
                 if bool(done.all()):
                     break
                 keep = (~done).nonzero().squeeze(-1)
@@ -231,7 +232,7 @@ class TorchEngine:
                 views = None
             if views is None:  # per-layer cache views, built once per batch composition
                 views = cache_views(kt, vc)
-            x = self._decode(w, tok, views, P + t, cos[:, t], sin[:, t], bias)
+            x = self._decode(w, tok, views, P + t, cos[:, t], sin[:, t], bias, bufs)
             logits = F.linear(F.rms_norm(x, (w.hidden,), w.norm, w.norm_eps), w.head, w.head_bias)
         return self._unpack(toks, lps)
 
@@ -262,6 +263,16 @@ class TorchEngine:
             x = x + F.linear(w.act(gu[..., : w.inter]) * gu[..., w.inter :], wd, bd)
         return x
 
+    @staticmethod
+    def _work_buffers(w: FusedWeights, B: int, S: int, dtype, device) -> dict:
+        """Per-step intermediates of _decode for up to B rows (a prefix of rows is used after
+        rows finish); attention scores for up to S columns."""
+        H, Hkv, D = w.heads, w.kv_heads, w.head_dim
+        new = lambda *shape: torch.empty(shape, dtype=dtype, device=device)  # noqa: E731
+        return {"y": new(B, (H + 2 * Hkv) * D), "r": new(B, H + Hkv, D), "q": new(B, H, D),
+                "o": new(B * Hkv, H // Hkv, D), "s": new(B * H * S), "p": new(B * H * S),
+                "gu": new(B, 2 * w.inter)}
+
     def _cache_buffers(self, kshape, vshape, dtype, device):
         """Empty K and V caches; a small pair is kept and reused by the next call of the same
         shape (fresh memory costs page faults that show at the tiny model's sizes)."""
@@ -274,33 +285,60 @@ class TorchEngine:
         self._kv = (kt, vc) if small else None
         return kt, vc
 
-    def _decode(self, w: FusedWeights, tok, views, col, cos, sin, bias):
+    def _decode(self, w: FusedWeights, tok, views, col, cos, sin, bias, bufs):
         """One token per row through all layers; K/V of column `col` written to the cache.
 
-        tok [B]; views: cache_views(); cos, sin [B, 1, D]; bias [B, Hkv, 1, S] additive mask
-        -> hidden [B, hidden].
+        tok [B]; views: cache_views(); cos, sin [B, 1, D]; bias [B, Hkv, 1, S] additive mask;
+        bufs: work_buffers() -> hidden [B, hidden]. Every [B, *] intermediate but the norms is
+        written into a preallocated buffer (out=, in place): no allocator traffic per layer.
         """
         B = tok.size(0)
         H, Hkv, D = w.heads, w.kv_heads, w.head_dim
-        g, I, QK, shape = H // Hkv, w.inter, (H + Hkv) * D, (w.hidden,)
+        g, I, QK, shape, half = H // Hkv, w.inter, (H + Hkv) * D, (w.hidden,), D // 2
         # Attend over at least MIN_WIDTH columns (masked beyond col): on CPU, batched matmuls
         # over fewer than ~13 columns and a softmax over fewer than 16 take slow paths.
         end = min(max(col + 1, MIN_WIDTH), bias.size(-1))
-        bias[..., col] = 0.0
+        bias.select(-1, col).fill_(0.0)
         # The g query heads sharing a kv head are g rows of one matmul: no repeated K/V.
         mask = bias.view(B * Hkv, 1, -1)[..., :end]
+        Y, R, Q, GU = (b[:B] for b in (bufs["y"], bufs["r"], bufs["q"], bufs["gu"]))
+        O = bufs["o"][: B * Hkv]
+        Sc = bufs["s"][: B * Hkv * g * end].view(B * Hkv, g, end)
+        Pr = bufs["p"][: B * Hkv * g * end].view(B * Hkv, g, end)
+        Qv = Q.view(B * Hkv, g, D)
+        qk = Y[:, :QK].view(B, H + Hkv, D)
         x = F.embedding(tok, w.embed)
         for (ln1, ln2, eps, wqkv, bqkv, wo, bo, wgu, bgu, wd, bd), (kcol, vcol, kb, vb) in zip(w.layers, views):
-            y = F.linear(torch.rms_norm(x, shape, ln1, eps), wqkv, bqkv)  # [B, (H + 2Hkv) D]
-            qk = y[:, :QK].view(B, H + Hkv, D)
-            rope_(qk, cos, sin)
+            h = torch.rms_norm(x, shape, ln1, eps)
+            if bqkv is None:
+                torch.mm(h, wqkv.t(), out=Y)  # [B, (H + 2Hkv) D]
+            else:
+                torch.addmm(bqkv, h, wqkv.t(), out=Y)
+            # rotary embedding on q and k together: x * cos + rotate_half(x) * sin
+            torch.cat((qk[..., half:], qk[..., :half]), -1, out=R)
+            qk.mul_(cos).addcmul_(R, sin)
             kcol(col).copy_(qk[:, H:])
-            vcol(col).copy_(y[:, QK:].view(B, Hkv, D))
-            scores = torch.baddbmm(mask, qk[:, :H].reshape(B * Hkv, g, D), kb[..., :end], alpha=w.scale)
-            o = torch.bmm(scores.softmax(-1), vb[:, :end])
-            x = residual_linear(x, o.view(B, H * D), wo, bo)
-            gu = F.linear(torch.rms_norm(x, shape, ln2, eps), wgu, bgu)
-            x = residual_linear(x, w.act(gu[:, :I]) * gu[:, I:], wd, bd)
+            vcol(col).copy_(Y[:, QK:].view(B, Hkv, D))
+            Q.copy_(qk[:, :H])
+            torch.baddbmm(mask, Qv, kb[..., :end], alpha=w.scale, out=Sc)
+            torch.softmax(Sc, -1, out=Pr)
+            torch.bmm(Pr, vb[:, :end], out=O)
+            x.addmm_(O.view(B, H * D), wo.t())
+            if bo is not None:
+                x.add_(bo)
+            h = torch.rms_norm(x, shape, ln2, eps)
+            if bgu is None:
+                torch.mm(h, wgu.t(), out=GU)
+            else:
+                torch.addmm(bgu, h, wgu.t(), out=GU)
+            gate = GU[:, :I]
+            if w.act is F.silu:
+                F.silu(gate, inplace=True)
+            else:
+                gate.copy_(w.act(gate))
+            x.addmm_(gate.mul_(GU[:, I:]), wd.t())
+            if bd is not None:
+                x.add_(bd)
         return x
 
     def _unpack(self, toks: torch.Tensor, lps: torch.Tensor):
