@@ -18,8 +18,6 @@ import torch.nn.functional as F
 from grpo_lab.rollout.base import Rollout
 
 FAST_TYPES = {"llama", "qwen2", "mistral"}
-MIN_WIDTH = 16  # decode attends over at least this many cache columns
-REUSE_BYTES = 64 << 20  # KV cache buffers up to this size are kept for the next call
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -35,10 +33,11 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
 def rope_(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> None:
     """In place: x [..., D] <- x * cos + rotate_half(x) * sin (cos, signed_sin broadcast to x).
 
-    rotate_half(x) = cat(-x2, x1) = x rolled by half a head times (-1, +1), so with the sign folded
-    into `signed_sin` = cat(-sin1, sin2) it costs one roll, one multiply and one addcmul.
+    rotate_half(x) = cat(-x2, x1) = flip of x's two halves times (-1, +1), so with the sign folded
+    into `signed_sin` = cat(-sin1, sin2) it costs one flip, one multiply and one addcmul.
     """
-    swapped = x.roll(x.size(-1) // 2, -1)
+    D = x.size(-1)
+    swapped = x.unflatten(-1, (2, D // 2)).flip(-2).flatten(-2)
     x.mul_(cos).addcmul_(swapped, signed_sin)
 
 
@@ -48,14 +47,13 @@ def sample_tokens(logits: torch.Tensor, temperature: float, top_p: float, gen: t
     Inverse-CDF sampling (one uniform per row, a cumsum and a search): torch.multinomial draws
     V exponentials per row, which costs more than the LM head on a large vocabulary on CPU.
     """
-    x = logits.float()
-    logp = torch.log_softmax(x / temperature if temperature != 1.0 else x, dim=-1)
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
     probs = logp.exp()
     if top_p < 1.0:
         sorted_p, idx = probs.sort(dim=-1, descending=True)
         drop = sorted_p.cumsum(-1) - sorted_p > top_p
         probs = probs.scatter(-1, idx, sorted_p.masked_fill(drop, 0.0))
-    cdf = probs.cumsum_(-1)  # probs is a fresh tensor: no second [B, V] buffer
+    cdf = probs.cumsum(-1)
     u = torch.rand(probs.size(0), 1, generator=gen, device=probs.device) * cdf[:, -1:]
     tokens = torch.searchsorted(cdf, u).squeeze(-1).clamp(max=probs.size(-1) - 1)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
@@ -118,16 +116,6 @@ def weights_key(model) -> tuple:
     return tuple((p.data_ptr(), p._version) for p in model.parameters())
 
 
-def cache_views(kt: torch.Tensor, vc: torch.Tensor) -> list[tuple]:
-    """Per layer of kt [L, B, Hkv, D, S] and vc [L, B, Hkv, S, D]: (column writer of K, of V,
-    K as [B * Hkv, D, S], V as [B * Hkv, S, D]), so a decode step does no index parsing."""
-    out = []
-    for k, v in zip(kt, vc):
-        out.append((lambda c, k=k: k.select(-1, c), lambda c, v=v: v.select(-2, c),
-                    k.flatten(0, 1), v.flatten(0, 1)))
-    return out
-
-
 def residual_linear(x: torch.Tensor, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     """x + h @ w.T (+ b) in one kernel where possible; x, h: [N, *]."""
     out = torch.addmm(x, h, w.t())
@@ -188,16 +176,13 @@ class TorchEngine:
         U, P = ids.shape
         B = U * n
         L, Hkv, D = len(w.layers), w.kv_heads, w.head_dim
+        C = 2 * Hkv * D  # one cache row: K then V of every kv head
         S = P + max_new
         dtype = w.head.dtype
-        # Per layer, row and kv head: K stored transposed [D, S] and V as [S, D], so that both
-        # attention products are plain batched matmuls over a prefix of the columns.
-        kt, vc = self._cache_buffers((L, B, Hkv, D, S), (L, B, Hkv, S, D), dtype, dev)
-        if P < MIN_WIDTH:  # attended (masked) before they are written: must not hold NaN
-            kt[..., P:MIN_WIDTH].zero_()
-            vc[..., P:MIN_WIDTH, :].zero_()
+        # kv[l, b, s] = (K | V) of layer l, row b, column s; column s < P is the prompt.
+        kv = torch.empty(L, B, S, C, dtype=dtype, device=dev)
         pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
-        x = self._prefill(w, dec, ids, mask, pos, kt, vc, n)
+        x = self._prefill(w, dec, ids, mask, pos, kv, n)
         logits = F.linear(F.rms_norm(x[:, -1], (w.hidden,), w.norm, w.norm_eps), w.head, w.head_bias)
         logits = logits.repeat_interleave(n, dim=0)
         # Rotary tables for every decode step of every row, built once: [B, max_new, 1, D].
@@ -205,12 +190,12 @@ class TorchEngine:
         cos, sin = dec.rotary_emb(x, dpos)
         cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
         sin = torch.cat((-sin[..., : D // 2], sin[..., D // 2 :]), dim=-1)
-        # Additive attention mask over cache columns, per row and kv head: -inf on left padding and
-        # on columns not generated yet (each step unmasks its own column).
-        bias = torch.full((B, Hkv, 1, S), float("-inf"), dtype=dtype, device=dev)
-        bias[:, :, 0, :P].masked_fill_(mask.repeat_interleave(n, dim=0)[:, None], 0.0)
-        alive, views = None, None  # alive: None while every row is: column writes, not index_put
-        bufs = self._work_buffers(w, B, S, dtype, dev)
+        # Additive mask over cache columns: -inf on left padding; None when no row is padded.
+        bias = None
+        if not bool(mask.all()):
+            bias = torch.zeros(B, S, dtype=dtype, device=dev)
+            bias[:, :P].masked_fill_(~mask.repeat_interleave(n, dim=0), float("-inf"))
+        alive = None  # None while every row is alive: plain column writes instead of index_put
         toks = torch.full((B, max_new), -1, dtype=torch.long, device=dev)
         lps = torch.zeros(B, max_new, device=dev)
         for t in range(max_new):
@@ -222,21 +207,19 @@ class TorchEngine:
             if t == max_new - 1:
                 break
             done = tok == self.eos_id
-            if self.eos_id >= 0 and bool(done.any()):  # drop finished rows from every per-row tensor
+            if bool(done.any()):  # drop finished rows from every per-row tensor
                 if bool(done.all()):
                     break
                 keep = (~done).nonzero().squeeze(-1)
                 alive = keep if alive is None else alive[keep]
-                tok, cos, sin, bias = tok[keep], cos[keep], sin[keep], bias[keep]
-                kt, vc = kt[:, keep], vc[:, keep]
-                views = None
-            if views is None:  # per-layer cache views, built once per batch composition
-                views = cache_views(kt, vc)
-            x = self._decode(w, tok, views, P + t, cos[:, t], sin[:, t], bias, bufs)
+                tok, kv, cos, sin = tok[keep], kv[:, keep], cos[keep], sin[keep]
+                bias = bias[keep] if bias is not None else None
+            col = P + t
+            x = self._decode(w, tok, kv, col, cos[:, t], sin[:, t], None if bias is None else bias[:, : col + 1])
             logits = F.linear(F.rms_norm(x, (w.hidden,), w.norm, w.norm_eps), w.head, w.head_bias)
         return self._unpack(toks, lps)
 
-    def _prefill(self, w: FusedWeights, dec, ids, mask, pos, kt, vc, n):
+    def _prefill(self, w: FusedWeights, dec, ids, mask, pos, kv, n):
         """All layers over the U prompts [U, P]; K/V written to the cache of all U * n rows."""
         U, P = ids.shape
         H, Hkv, D = w.heads, w.kv_heads, w.head_dim
@@ -247,98 +230,44 @@ class TorchEngine:
         causal = torch.ones(P, P, dtype=torch.bool, device=ids.device).tril()
         # Padded query rows attend to themselves so the softmax is never over an empty set.
         attn_mask = ((causal & mask[:, None, :]) | torch.eye(P, dtype=torch.bool, device=ids.device))[:, None]
-        kt5 = kt.view(kt.size(0), U, n, *kt.shape[2:])  # the n rows of a prompt side by side
-        vc5 = vc.view(vc.size(0), U, n, *vc.shape[2:])
+        grouped = kv.view(kv.size(0), U, n, *kv.shape[2:])
         for i, (ln1, ln2, eps, wqkv, bqkv, wo, bo, wgu, bgu, wd, bd) in enumerate(w.layers):
             y = F.linear(F.rms_norm(x, (w.hidden,), ln1, eps), wqkv, bqkv)  # [U, P, (H + 2Hkv) D]
             rope_(y[..., : (H + Hkv) * D].unflatten(-1, (H + Hkv, D)), cos, sin)
+            grouped[i, :, :, :P] = y[:, None, :, H * D :]
             q = y[..., : H * D].unflatten(-1, (H, D)).transpose(1, 2)
-            k = y[..., H * D : (H + Hkv) * D].unflatten(-1, (Hkv, D)).transpose(1, 2)  # [U, Hkv, P, D]
+            k = y[..., H * D : (H + Hkv) * D].unflatten(-1, (Hkv, D)).transpose(1, 2)
             v = y[..., (H + Hkv) * D :].unflatten(-1, (Hkv, D)).transpose(1, 2)
-            kt5[i, :, :, :, :, :P] = k.transpose(-1, -2)[:, None]
-            vc5[i, :, :, :, :P] = v[:, None]
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=w.scale, enable_gqa=H != Hkv)
             x = x + F.linear(o.transpose(1, 2).reshape(U, P, H * D), wo, bo)
             gu = F.linear(F.rms_norm(x, (w.hidden,), ln2, eps), wgu, bgu)
             x = x + F.linear(w.act(gu[..., : w.inter]) * gu[..., w.inter :], wd, bd)
         return x
 
-    @staticmethod
-    def _work_buffers(w: FusedWeights, B: int, S: int, dtype, device) -> dict:
-        """Per-step intermediates of _decode for up to B rows (a prefix of rows is used after
-        rows finish); attention scores for up to S columns."""
-        H, Hkv, D = w.heads, w.kv_heads, w.head_dim
-        new = lambda *shape: torch.empty(shape, dtype=dtype, device=device)  # noqa: E731
-        return {"y": new(B, (H + 2 * Hkv) * D), "r": new(B, H + Hkv, D), "q": new(B, H, D),
-                "o": new(B * Hkv, H // Hkv, D), "s": new(B * H * S), "p": new(B * H * S),
-                "gu": new(B, 2 * w.inter)}
-
-    def _cache_buffers(self, kshape, vshape, dtype, device):
-        """Empty K and V caches; a small pair is kept and reused by the next call of the same
-        shape (fresh memory costs page faults that show at the tiny model's sizes)."""
-        kept = getattr(self, "_kv", None)
-        if kept is not None and kept[0].shape == kshape and kept[0].dtype == dtype and kept[0].device == device:
-            return kept
-        kt = torch.empty(kshape, dtype=dtype, device=device)
-        vc = torch.empty(vshape, dtype=dtype, device=device)
-        small = 2 * kt.numel() * kt.element_size() <= REUSE_BYTES
-        self._kv = (kt, vc) if small else None
-        return kt, vc
-
-    def _decode(self, w: FusedWeights, tok, views, col, cos, sin, bias, bufs):
+    def _decode(self, w: FusedWeights, tok, kv, col, cos, sin, bias):
         """One token per row through all layers; K/V of column `col` written to the cache.
 
-        tok [B]; views: cache_views(); cos, sin [B, 1, D]; bias [B, Hkv, 1, S] additive mask;
-        bufs: work_buffers() -> hidden [B, hidden]. Every [B, *] intermediate but the norms is
-        written into a preallocated buffer (out=, in place): no allocator traffic per layer.
+        tok [B]; cos, sin [B, 1, D]; bias [B, col + 1] additive mask or None -> hidden [B, hidden].
         """
         B = tok.size(0)
         H, Hkv, D = w.heads, w.kv_heads, w.head_dim
-        g, I, QK, shape, half = H // Hkv, w.inter, (H + Hkv) * D, (w.hidden,), D // 2
-        # Attend over at least MIN_WIDTH columns (masked beyond col): on CPU, batched matmuls
-        # over fewer than ~13 columns and a softmax over fewer than 16 take slow paths.
-        end = min(max(col + 1, MIN_WIDTH), bias.size(-1))
-        bias.select(-1, col).fill_(0.0)
-        # The g query heads sharing a kv head are g rows of one matmul: no repeated K/V.
-        mask = bias.view(B * Hkv, 1, -1)[..., :end]
-        Y, R, Q, GU = (b[:B] for b in (bufs["y"], bufs["r"], bufs["q"], bufs["gu"]))
-        O = bufs["o"][: B * Hkv]
-        Sc = bufs["s"][: B * Hkv * g * end].view(B * Hkv, g, end)
-        Pr = bufs["p"][: B * Hkv * g * end].view(B * Hkv, g, end)
-        Qv = Q.view(B * Hkv, g, D)
-        qk = Y[:, :QK].view(B, H + Hkv, D)
+        g, I, end = H // Hkv, w.inter, col + 1
+        mask = None if bias is None else bias[:, None, None, :]
         x = F.embedding(tok, w.embed)
-        for (ln1, ln2, eps, wqkv, bqkv, wo, bo, wgu, bgu, wd, bd), (kcol, vcol, kb, vb) in zip(w.layers, views):
-            h = torch.rms_norm(x, shape, ln1, eps)
-            if bqkv is None:
-                torch.mm(h, wqkv.t(), out=Y)  # [B, (H + 2Hkv) D]
-            else:
-                torch.addmm(bqkv, h, wqkv.t(), out=Y)
-            # rotary embedding on q and k together: x * cos + rotate_half(x) * sin
-            torch.cat((qk[..., half:], qk[..., :half]), -1, out=R)
-            qk.mul_(cos).addcmul_(R, sin)
-            kcol(col).copy_(qk[:, H:])
-            vcol(col).copy_(Y[:, QK:].view(B, Hkv, D))
-            Q.copy_(qk[:, :H])
-            torch.baddbmm(mask, Qv, kb[..., :end], alpha=w.scale, out=Sc)
-            torch.softmax(Sc, -1, out=Pr)
-            torch.bmm(Pr, vb[:, :end], out=O)
-            x.addmm_(O.view(B, H * D), wo.t())
-            if bo is not None:
-                x.add_(bo)
-            h = torch.rms_norm(x, shape, ln2, eps)
-            if bgu is None:
-                torch.mm(h, wgu.t(), out=GU)
-            else:
-                torch.addmm(bgu, h, wgu.t(), out=GU)
-            gate = GU[:, :I]
-            if w.act is F.silu:
-                F.silu(gate, inplace=True)
-            else:
-                gate.copy_(w.act(gate))
-            x.addmm_(gate.mul_(GU[:, I:]), wd.t())
-            if bd is not None:
-                x.add_(bd)
+        for i, (ln1, ln2, eps, wqkv, bqkv, wo, bo, wgu, bgu, wd, bd) in enumerate(w.layers):
+            y = F.linear(F.rms_norm(x, (w.hidden,), ln1, eps), wqkv, bqkv)  # [B, (H + 2Hkv) D]
+            rope_(y[:, : (H + Hkv) * D].view(B, H + Hkv, D), cos, sin)
+            kv[i, :, col] = y[:, H * D :]
+            cache = kv[i, :, :end]
+            k = cache[..., : Hkv * D].unflatten(-1, (Hkv, D)).transpose(1, 2)  # [B, Hkv, end, D]
+            v = cache[..., Hkv * D :].unflatten(-1, (Hkv, D)).transpose(1, 2)
+            # The g query heads sharing a kv head act as g query positions (no causal mask here),
+            # so grouped-query attention needs no repeated K/V.
+            q = y[:, : H * D].view(B, Hkv, g, D)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=w.scale)
+            x = residual_linear(x, o.reshape(B, H * D), wo, bo)
+            gu = F.linear(F.rms_norm(x, (w.hidden,), ln2, eps), wgu, bgu)
+            x = residual_linear(x, w.act(gu[:, :I]) * gu[:, I:], wd, bd)
         return x
 
     def _unpack(self, toks: torch.Tensor, lps: torch.Tensor):
