@@ -122,7 +122,7 @@ def cells(frame: pl.DataFrame) -> list[Cell]:
             arm.collapse /= len(arm.by_seed)
         calm = [a for a in arms.values() if a.collapse == 0]
         sigma, df = pooled_noise(calm)
-        if not df:
+        if not df or not sigma > 0:  # too few calm arms, or only copies of one run (a trick that did nothing)
             sigma, df = pooled_noise(list(arms.values()))
         out.append(Cell(model, task, arms, sigma, df))
     return out

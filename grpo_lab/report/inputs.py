@@ -50,6 +50,8 @@ def conform(frame: pl.DataFrame, schema: dict[str, Any]) -> pl.DataFrame:
     missing = [pl.lit(None, dtype=dtype).alias(name) for name, dtype in schema.items()
                if name not in frame.columns]
     frame = frame.with_columns(present + missing)
+    # NaN compares above every number in polars: an undefined CI must be null, never "significant"
+    frame = frame.with_columns(pl.col(pl.Float64).fill_nan(None))
     # A null key would silently drop out of every join; name it instead.
     keys = [pl.col(k).fill_null("unknown") for k in KEYS if k in schema]
     return frame.with_columns(keys) if keys else frame

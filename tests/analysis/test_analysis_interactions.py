@@ -165,3 +165,20 @@ def test_false_positive_rate_and_power_on_synthetic_matrices():
           f"over {hits['additive'][1]} additive pairs, power {power:.3f} over {hits['planted'][1]} planted pairs")
     assert fpr <= 0.10
     assert power >= 0.80
+
+
+def test_copies_of_one_run_do_not_make_the_noise_zero():
+    """A trick that changes nothing reruns the baseline exactly; those copies alone must not set the
+    seed noise to 0 (which would make every effect 'significant')."""
+    import polars as pl
+
+    from grpo_lab.analysis.interactions import effects
+
+    rows = []
+    for seed, (base, gain) in enumerate([(0.20, 0.05), (0.30, 0.01), (0.25, 0.03)]):
+        rows += [{"model": "m", "task": "t", "tricks": "baseline", "seed": seed, "pass@1": base, "collapsed": False},
+                 {"model": "m", "task": "t", "tricks": "noop", "seed": seed, "pass@1": base, "collapsed": False},
+                 {"model": "m", "task": "t", "tricks": "real", "seed": seed, "pass@1": base + gain, "collapsed": True}]
+    out = effects(pl.DataFrame(rows), "pass@1")
+    real = out.filter(pl.col("tricks") == "real").row(0, named=True)
+    assert real["ci_low"] == real["ci_low"] and real["ci_high"] > real["ci_low"]  # finite, not NaN
