@@ -129,11 +129,28 @@ def connect(url: str) -> sessionmaker[Session]:
         def _pragmas(conn, _record):  # WAL: readers (`grpo-lab status`) never block the driver
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA foreign_keys=ON")
-    try:
-        Base.metadata.create_all(engine)
-    except OperationalError:  # another process created the tables between our check and our CREATE
-        Base.metadata.create_all(engine)
+    create_schema(engine, url)
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def create_schema(engine, url: str) -> None:
+    """Create missing tables. Two processes opening a new registry at once (a sweep starting and
+    `grpo-lab status`) would both CREATE: SQLite files are serialised by a lock file beside them;
+    other databases retry, since the loser's CREATE fails only because the winner's succeeded."""
+    if url.startswith("sqlite:///"):
+        import fcntl
+
+        with open(url.removeprefix("sqlite:///") + ".schema-lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            Base.metadata.create_all(engine)
+        return
+    for attempt in range(5):
+        try:
+            Base.metadata.create_all(engine)
+            return
+        except OperationalError:
+            if attempt == 4:
+                raise
 
 
 def get_sweep(session: Session, name: str) -> Sweep | None:
