@@ -183,9 +183,7 @@ def log_cell(tracker, parent_id: str, sweep: reg.Sweep, cell: reg.SweepRun) -> N
 
 def preflight_pairs(plan: Plan, sweep: reg.Sweep) -> list:
     """One baseline config per (model, task) that still has runs to do (preflight's targets)."""
+    from grpo_lab.preflight.targets import baseline_configs
+
     todo = {(c.model, c.task) for c in sweep.cells if c.run.status not in reg.DONE}
-    chosen: dict = {}
-    for cell in sorted(plan.cells, key=lambda c: c.tricks != ()):  # baselines first; the sort is stable
-        if (cell.model, cell.task) in todo:
-            chosen.setdefault((cell.model, cell.task), cell.config)
-    return list(chosen.values())
+    return baseline_configs(plan.cells, keep=lambda model, task: (model, task) in todo)

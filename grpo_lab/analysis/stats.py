@@ -33,32 +33,31 @@ def welch_df(c, var, n) -> float:
     return float(np.sum(w) ** 2 / denom) if denom > 0 else np.nan
 
 
-def bh(p) -> np.ndarray:
-    """Benjamini–Hochberg q-values: q_(i) = min_{j ≥ i} p_(j)·m / j over the m finite p-values
-    (sorted ascending); NaN stays NaN and does not count in m."""
-    p = np.asarray(p, dtype=float)
-    q = np.full_like(p, np.nan)
-    idx = np.flatnonzero(np.isfinite(p))
-    if idx.size:
-        order = idx[np.argsort(p[idx])]
-        m = order.size
-        scaled = p[order] * m / np.arange(1, m + 1)
-        q[order] = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
-    return q
-
-
-def holm(p) -> np.ndarray:
-    """Holm step-down adjusted p-values: p̃_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j)) over the m
-    finite p-values (sorted ascending); controls the family-wise error rate. NaN stays NaN."""
+def _adjust(p, scale) -> np.ndarray:
+    """Apply `scale(sorted finite p-values, m)` and put the results back in place; NaN stays NaN."""
     p = np.asarray(p, dtype=float)
     out = np.full_like(p, np.nan)
     idx = np.flatnonzero(np.isfinite(p))
     if idx.size:
         order = idx[np.argsort(p[idx])]
-        m = order.size
-        scaled = np.minimum(p[order] * (m - np.arange(m)), 1.0)
-        out[order] = np.maximum.accumulate(scaled)
+        out[order] = scale(p[order], order.size)
     return out
+
+
+def bh(p) -> np.ndarray:
+    """Benjamini–Hochberg q-values: q_(i) = min_{j ≥ i} p_(j)·m / j over the m finite p-values
+    (sorted ascending); NaN stays NaN and does not count in m."""
+    def scale(ps, m):
+        return np.minimum(np.minimum.accumulate((ps * m / np.arange(1, m + 1))[::-1])[::-1], 1.0)
+    return _adjust(p, scale)
+
+
+def holm(p) -> np.ndarray:
+    """Holm step-down adjusted p-values: p̃_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j)) over the m
+    finite p-values (sorted ascending); controls the family-wise error rate. NaN stays NaN."""
+    def scale(ps, m):
+        return np.maximum.accumulate(np.minimum(ps * (m - np.arange(m)), 1.0))
+    return _adjust(p, scale)
 
 
 def seeds_needed(sd_unit, delta, df_per_seed, alpha: float = 0.05, most: int = 10_000) -> np.ndarray:

@@ -12,11 +12,17 @@ from grpo_lab.yamlio import ConfigError, load_yaml, suggest
 
 
 def matrix_configs(spec: MatrixSpec) -> list[RunConfig]:
-    """One config per distinct (model, task) of the matrix: its baseline cell's (the base config
-    with that model and task); a matrix without a baseline lends its first cell of the pair."""
+    """One config per distinct (model, task) of the matrix (see baseline_configs)."""
+    return baseline_configs(expand(spec))
+
+
+def baseline_configs(cells, keep=lambda model, task: True) -> list[RunConfig]:
+    """One config per distinct (model, task) of `cells` that `keep` accepts: its baseline cell's
+    (the base config with that model and task), else the first cell of the pair."""
     chosen: dict[tuple[str, str], RunConfig] = {}
-    for cell in sorted(expand(spec), key=lambda c: c.tricks != ()):  # baselines first; the sort is stable
-        chosen.setdefault((cell.model, cell.task), cell.config)
+    for cell in sorted(cells, key=lambda c: c.tricks != ()):  # baselines first; the sort is stable
+        if keep(cell.model, cell.task):
+            chosen.setdefault((cell.model, cell.task), cell.config)
     return list(chosen.values())
 
 
