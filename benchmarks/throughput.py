@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -53,16 +54,19 @@ def sync(device):
 
 
 def timed(fn, device, reps: int = 2):
-    fn()  # warm-up
-    sync(device)
-    t = time.perf_counter()
+    """Median wall seconds of `reps` calls after one warm-up call, and the last call's output."""
+    fn()
+    times = []
     for _ in range(reps):
+        sync(device)
+        t = time.perf_counter()
         out = fn()
-    sync(device)
-    return (time.perf_counter() - t) / reps, out
+        sync(device)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
 
 
-def bench_model(name: str, device, dtype, prompts_n: int, G: int, new: int, console) -> dict:
+def bench_model(name: str, device, dtype, prompts_n: int, G: int, new: int, reps: int) -> dict:
     card = load_card(name)
     # Both sides run with the thread count the trainer uses for this model (1 for tiny).
     torch.set_num_threads(card.cpu_threads or DEFAULT_THREADS)
@@ -77,7 +81,7 @@ def bench_model(name: str, device, dtype, prompts_n: int, G: int, new: int, cons
     # the token counts are equal; the engine's early exit is not what is measured here.
     eos = codec.eos_id
     engine.eos_id = -1
-    t_eng, ro = timed(lambda: engine.generate(prompts, G, 1.0, 1.0, new, seed=0), device)
+    t_eng, ro = timed(lambda: engine.generate(prompts, G, 1.0, 1.0, new, seed=0), device, reps)
     engine.eos_id = eos
     rows = [p for p in prompts for _ in range(G)]
     ids, mask = left_pad(rows, codec.pad_id, device)
@@ -87,7 +91,7 @@ def bench_model(name: str, device, dtype, prompts_n: int, G: int, new: int, cons
             return model.generate(input_ids=ids, attention_mask=mask.long(), do_sample=True, temperature=1.0,
                                   top_p=1.0, top_k=0, max_new_tokens=new, min_new_tokens=new, pad_token_id=codec.pad_id)
 
-    t_hf, _ = timed(hf, device)
+    t_hf, _ = timed(hf, device, reps)
     tokens = len(rows) * new
     batch = build_batch(ro, codec.pad_id, device)
 
@@ -96,12 +100,12 @@ def bench_model(name: str, device, dtype, prompts_n: int, G: int, new: int, cons
         logp, _ = token_logprobs(model, batch, 1.0)
         logp.mean().backward()
 
-    t_train, _ = timed(fwd_bwd, device)
+    t_train, _ = timed(fwd_bwd, device, reps)
     return {"model": name, "params": N, "engine_tok_s": tokens / t_eng, "hf_tok_s": tokens / t_hf,
             "ratio": t_hf / t_eng, "train_tok_s": batch.tokens / t_train, "peak_gb": peak_rss_gb()}
 
 
-def grpo_step_vs_floor(device, console) -> dict:
+def grpo_step_vs_floor(device) -> dict:
     """One GRPO step of the real trainer on smollm2-135m, natural-language math, vs its FLOP floor."""
     from grpo_lab.trainer.grpo import Timer, train_step
     from grpo_lab.trainer.setup import setup
@@ -113,15 +117,19 @@ def grpo_step_vs_floor(device, console) -> dict:
     run.engine.eos_id = -1  # always 64 new tokens, so the floor's token count is exact
     N = sum(p.numel() for p in run.policy.parameters())
     rate = matmul_rate(device, torch.float32)
-    train_step(run, 0, Timer())  # warm-up
-    timer = Timer()
-    t = time.perf_counter()
-    m = train_step(run, 1, timer)
-    wall = time.perf_counter() - t
-    gen, trained = m["tokens/generated"], m["tokens/trained"]
-    floor = (6 * N * trained + 2 * N * trained + 2 * N * gen) / rate
-    return {"N": N, "rate_gflops": rate / 1e9, "generated": gen, "trained": trained, "floor_s": floor,
-            "step_s": wall, "ratio": wall / floor, "phases": timer.pop_step(), "peak_gb": peak_rss_gb()}
+    train_step(run, 0, Timer())  # warm-up: first-touch allocations, fused-weight build
+    steps = []
+    for step in range(1, 4):  # the median of three steps (prompts, so token counts, differ a little)
+        timer = Timer()
+        t = time.perf_counter()
+        m = train_step(run, step, timer)
+        wall = time.perf_counter() - t
+        gen, trained = m["tokens/generated"], m["tokens/trained"]
+        floor = (6 * N * trained + 2 * N * trained + 2 * N * gen) / rate
+        steps.append({"generated": gen, "trained": trained, "floor_s": floor, "step_s": wall,
+                      "ratio": wall / floor, "phases": timer.pop_step()})
+    median = sorted(steps, key=lambda r: r["ratio"])[1]
+    return {"N": N, "rate_gflops": rate / 1e9, **median, "ratios": [r["ratio"] for r in steps], "peak_gb": peak_rss_gb()}
 
 
 def main() -> None:
@@ -137,20 +145,21 @@ def main() -> None:
     for col in ("model", "params", "engine tok/s", "generate() tok/s", "engine / generate()", "train tok/s", "peak RSS GB"):
         table.add_column(col, justify="right")
     for name in args.models.split(","):
-        shape = (16, 8, 16) if name == "tiny" else (4, 8, 64)
-        r = bench_model(name, device, dtype, *shape, console)
+        shape = (16, 8, 16, 15) if name == "tiny" else (4, 8, 64, 3)  # prompts, G, new tokens, timed reps
+        r = bench_model(name, device, dtype, *shape)
         table.add_row(r["model"], f"{r['params'] / 1e6:.2f}M", f"{r['engine_tok_s']:.0f}", f"{r['hf_tok_s']:.0f}",
                       f"{r['ratio']:.2f}x", f"{r['train_tok_s']:.0f}", f"{r['peak_gb']:.2f}")
     console.print(table)
     if "smollm2-135m" in args.models and not args.skip_step:
-        s = grpo_step_vs_floor(device, console)
-        t = Table(title="GRPO step, smollm2-135m, 4 prompts x G=8 x 64 new tokens, beta 0.04, mu=1")
+        s = grpo_step_vs_floor(device)
+        t = Table(title="GRPO step (median of 3), smollm2-135m, 4 prompts x G=8 x 64 new tokens, beta 0.04, mu=1")
         for col in ("N", "matmul GFLOP/s", "generated", "trained (=ref) tokens", "floor s", "step s", "step / floor", "peak RSS GB"):
             t.add_column(col, justify="right")
         t.add_row(f"{s['N'] / 1e6:.1f}M", f"{s['rate_gflops']:.0f}", str(s["generated"]), str(s["trained"]),
                   f"{s['floor_s']:.1f}", f"{s['step_s']:.1f}", f"{s['ratio']:.2f}", f"{s['peak_gb']:.2f}")
         console.print(t)
-        console.print("phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in s["phases"].items()))
+        console.print("step / floor of the three steps: " + ", ".join(f"{r:.2f}" for r in s["ratios"]))
+        console.print("phases of the median step: " + ", ".join(f"{k} {v:.2f}s" for k, v in s["phases"].items()))
 
 
 if __name__ == "__main__":

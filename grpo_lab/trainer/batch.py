@@ -6,12 +6,14 @@ attention mask, as in generation, so the trained and the sampled distributions m
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass
 
 import torch
 
 from grpo_lab.rollout.base import Rollout
+from grpo_lab.trainer.head import chosen_logprobs
 
 
 @dataclass
@@ -58,27 +60,66 @@ def build_batch(rollout: Rollout, pad_id: int, device) -> Batch:
                  cmask.to(device), elogp.to(device))
 
 
+def prompt_owners(prompt_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Runs of consecutive rows with the same prompt (a GRPO group): prompt_ids [B, P] ->
+    (first [U] the first row of each run, owner [B] the run of each row)."""
+    new = torch.ones(prompt_ids.size(0), dtype=torch.bool, device=prompt_ids.device)
+    new[1:] = (prompt_ids[1:] != prompt_ids[:-1]).any(1)
+    return new.nonzero().squeeze(-1), new.long().cumsum(0) - 1
+
+
+def cache_arg(decoder) -> str:
+    return "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
+
+
+def completion_hidden(model, batch: Batch) -> torch.Tensor:
+    """Last hidden states at the positions that predict each completion token: [B, C, d].
+
+    A group's G rows share their prompt, so the prompt runs once per group and its KV cache is
+    gathered to the G rows (autograd adds the G rows' gradients in the shared prefix): the
+    prompt's forward and backward cost 1/G of running every row in full, with the same result.
+    Gradient checkpointing cannot keep a cache in training, so it takes the one-pass path.
+    """
+    P, C = batch.prompt_width, batch.completion.size(1)
+    decoder = model.get_decoder()
+    first, owner = prompt_owners(batch.input_ids[:, :P])
+    checkpointing = torch.is_grad_enabled() and any(
+        getattr(m, "gradient_checkpointing", False) for m in (decoder, *decoder.children()))
+    if P == 0 or len(first) == len(owner) or checkpointing:
+        return decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                       position_ids=batch.position_ids).last_hidden_state[:, P - 1 : P + C - 1]
+    head = decoder(input_ids=batch.input_ids[first, :P], attention_mask=batch.attention_mask[first, :P],
+                   position_ids=batch.position_ids[first, :P], use_cache=True)
+    last = head.last_hidden_state[owner, -1:]
+    if C == 1:
+        return last
+    cache = head[1]  # `cache` in transformers >= 5.2x, `past_key_values` before
+    cache.batch_select_indices(owner)
+    rest = decoder(input_ids=batch.input_ids[:, P : P + C - 1], attention_mask=batch.attention_mask[:, : P + C - 1],
+                   position_ids=batch.position_ids[:, P : P + C - 1], use_cache=True, **{cache_arg(decoder): cache})
+    return torch.cat([last, rest.last_hidden_state], dim=1)
+
+
 def token_logprobs(model, batch: Batch, temperature: float, entropy: str = "none"):
     """log pi(c_t | prompt, c_<t) / T-tempered for every completion token: [B, C] (and entropy [B, C]).
 
     entropy: "none"; "monitor" (no gradient, from the same logits: no second forward); "grad".
-    The LM head runs only on the positions that predict completion tokens, which saves the
-    vocabulary projection over the prompt.
+    The LM head runs only on the positions that predict real completion tokens (not the prompt,
+    not the padding), fused with the log-softmax (trainer/head.py) unless the entropy needs a
+    gradient. Padded positions get log-prob 0 (and entropy 0).
     """
-    P, C = batch.prompt_width, batch.completion.size(1)
-    decoder, head = model.get_decoder(), model.get_output_embeddings()
-    hidden = decoder(
-        input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids
-    ).last_hidden_state
-    logits = head(hidden[:, P - 1 : P + C - 1]).float() / temperature
-    logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, batch.completion[..., None]).squeeze(-1)
-    ent = None
+    B, C = batch.completion.shape
+    hidden, head = completion_hidden(model, batch), model.get_output_embeddings()
     if entropy == "grad":
-        ent = -(logp_all.exp() * logp_all).sum(-1)
-    elif entropy == "monitor":
-        with torch.no_grad():
-            ent = -(logp_all.exp() * logp_all).sum(-1)
+        logp_all = torch.log_softmax(head(hidden).float() / temperature, dim=-1)
+        logp = logp_all.gather(-1, batch.completion[..., None]).squeeze(-1)
+        return logp, -(logp_all.exp() * logp_all).sum(-1)
+    real = batch.completion_mask.flatten().nonzero().squeeze(-1)
+    lp, ent = chosen_logprobs(hidden.reshape(B * C, -1)[real], head.weight, head.bias,
+                              batch.completion.flatten()[real], temperature, entropy == "monitor")
+    logp = torch.zeros(B * C, device=lp.device, dtype=lp.dtype).index_put((real,), lp).view(B, C)
+    if ent is not None:
+        ent = torch.zeros(B * C, device=ent.device).index_put((real,), ent).view(B, C)
     return logp, ent
 
 

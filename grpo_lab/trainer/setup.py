@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import platform
 import random
 from dataclasses import dataclass, field
@@ -103,6 +104,25 @@ def device_hours(timing: dict, wall: float, devices: int, device_type: str, effe
     }
 
 
+def keep_freed_memory() -> None:
+    """On glibc, keep freed memory in the process instead of handing it back to the kernel.
+
+    A step allocates and frees the same activations every step. By default glibc serves blocks
+    above a small dynamic threshold with fresh mappings and trims the heap top on free, so each
+    step page-faults its activations in again: 8-10 s of system time per SmolLM2-135M GRPO step
+    here, a third of the step. With these settings blocks up to 32 MB (glibc's ceiling) come from
+    the heap, which is never trimmed, and later steps reuse the first step's pages.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc (macOS, musl): nothing to tune
+        return
+    m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3
+    libc.mallopt(m_mmap_threshold, 32 << 20)
+    libc.mallopt(m_trim_threshold, 2**31 - 1)
+    libc.mallopt(m_top_pad, 64 << 20)
+
+
 def needs_reference(cfg: RunConfig) -> bool:
     return cfg.kl.beta > 0 or cfg.kl.schedule == "adaptive"
 
@@ -114,8 +134,10 @@ def build_policy(cfg: RunConfig):
     torch.manual_seed(cfg.seed)
     device = pick_device(cfg.device)
     card = load_card(cfg.model)
-    if device.type == "cpu" and card.cpu_threads:
-        torch.set_num_threads(card.cpu_threads)
+    if device.type == "cpu":
+        keep_freed_memory()
+        if card.cpu_threads:
+            torch.set_num_threads(card.cpu_threads)
     register = cfg.prompt_register or card.prompt_register
     extra = {"levels": cfg.levels} if cfg.levels else {}
     tasks = {n: make_task(n, register=register, data_path=cfg.data_path, difficulty=cfg.difficulty, **extra)
