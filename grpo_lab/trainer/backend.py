@@ -41,13 +41,20 @@ class Backend(Protocol):
     def load_state_dict(self, state: dict) -> None: ...
 
 
+def adamw(params: list, optim: OptimConfig) -> torch.optim.AdamW:
+    """torch's fused AdamW where it has one (CPU, CUDA): one kernel over all tensors instead of a
+    loop of small ops, half the time of the default on a 135M-parameter model on CPU."""
+    fused = all(p.device.type in ("cpu", "cuda") for p in params)
+    return torch.optim.AdamW(params, lr=optim.lr, betas=optim.betas, weight_decay=optim.weight_decay,
+                             fused=fused or None)
+
+
 class TorchBackend:
     rank, world_size = 0, 1
 
     def __init__(self, params, optim: OptimConfig):
         self.params = [p for p in params if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.params, lr=optim.lr, betas=optim.betas,
-                                           weight_decay=optim.weight_decay)
+        self.optimizer = adamw(self.params, optim)
         self.clip = optim.grad_clip if optim.grad_clip is not None else math.inf
 
     def zero_grad(self) -> None:
@@ -139,10 +146,8 @@ class DeepSpeedBackend:
         if self.world_size > 1:
             check_data_parallel(cfg)
         trainable = [p for p in policy.parameters() if p.requires_grad]
-        o = cfg.optim
         # A client torch AdamW needs no compiled op, on CPU or GPU; offload needs DeepSpeedCPUAdam.
-        client = None if cfg.backend.offload_optimizer else torch.optim.AdamW(
-            trainable, lr=o.lr, betas=o.betas, weight_decay=o.weight_decay)
+        client = None if cfg.backend.offload_optimizer else adamw(trainable, cfg.optim)
         self.engine, *_ = deepspeed.initialize(model=policy, optimizer=client, model_parameters=trainable,
                                                config=deepspeed_config(cfg, on_cuda))
 
