@@ -128,9 +128,15 @@ def warm_start(model: LlamaForCausalLM, codec: CharCodec, tasks: list, spec: Tin
     return {"losses": losses, "probes": probes}
 
 
+def task_key(t) -> str:
+    """What of a task the warm start depends on; generator version 1 keeps its original spelling."""
+    key = f"{t.name}/{t.register}/{t.levels}/{t.difficulty}/{t.data_path}"
+    return key if t.generator_version == 1 else f"{key}/g{t.generator_version}"
+
+
 def cache_key(spec: TinySpec, tasks: list) -> str:
     blob = json.dumps(
-        {"spec": spec.model_dump(), "tasks": sorted(f"{t.name}/{t.register}/{t.levels}/{t.difficulty}/{t.data_path}" for t in tasks), "v": FORMAT_VERSION},
+        {"spec": spec.model_dump(), "tasks": sorted(task_key(t) for t in tasks), "v": FORMAT_VERSION},
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:12]

@@ -79,6 +79,7 @@ class BaseTask:
     """
 
     name = "base"
+    generator_version = 1  # bumped when generated problems change: cached warm starts depend on them
 
     def __init__(
         self,

@@ -40,8 +40,12 @@ _INSTRUCTION = "Reply with the function in a ```python code block."
 
 
 def _compact_expression(rng: random.Random, level: int) -> str:
-    """A polynomial from the level's families, spelled the way the solution should be."""
-    a, b = rng.randint(2, 9), rng.randint(1, 9)
+    """A polynomial from the level's families, spelled the way the solution should be.
+
+    Offsets go up to 99 (version 2): with single digits, levels 0 and 1 held 35 and 144 distinct
+    problems, so a 200-problem test set was 34 problems repeated and GRPO memorised the train split
+    (train reward 0.8, test flat) instead of learning to read the examples."""
+    a, b = rng.randint(2, 9), rng.randint(1, 99)
     if level == 0:
         return rng.choice((f"x+{b}", f"x-{b}", f"{b}-x", f"{a}*x"))
     if level == 1:
@@ -54,7 +58,10 @@ def _compact_expression(rng: random.Random, level: int) -> str:
 
 def compact_draft(rng: random.Random, level: int) -> Draft:
     """Input/output examples of a hidden polynomial; the completion is the expression."""
-    expression = _compact_expression(rng, level)
+    return expression_draft(_compact_expression(rng, level), level)
+
+
+def expression_draft(expression: str, level: int) -> Draft:
     f = eval(f"lambda x: {expression}")  # trusted: built just above from digits and x
     prompt = "".join(f"f({x})={f(x)};" for x in SHOWN_X) + "f(x)="
     tests = [f"f({x})=={f(x)}" for x in TESTED_X]
@@ -93,6 +100,7 @@ class CodeTask(BaseTask):
     """Expression (compact) or function (natural) synthesis with test-fraction reward."""
 
     name = "code"
+    generator_version = 2  # compact offsets widened to 1..99
 
     def _draft(self, rng: random.Random, level: int) -> Draft:
         return (compact_draft if self.register == "compact" else natural_draft)(rng, level)

@@ -7,14 +7,14 @@ import pytest
 from grpo_lab.tasks import code as code_module
 from grpo_lab.tasks._code_families import FAMILIES
 from grpo_lab.tasks.base import Problem, Task
-from grpo_lab.tasks.code import CodeTask
+from grpo_lab.tasks.code import CodeTask, expression_draft
 
 REGISTERS = ("compact", "natural")
 LEVELS = (0, 1, 2)
 
 
 def compact_problem(expression: str) -> Problem:
-    return next(p for p in CodeTask("compact").problems("train", 400, seed=0) if p.solution == expression)
+    return CodeTask("compact")._problem("train", expression_draft(expression, level=1))
 
 
 def test_is_a_task():
