@@ -243,10 +243,21 @@ class RunConfig(Strict):
     def tasks(self) -> list[str]:
         return [self.task] if isinstance(self.task, str) else list(self.task)
 
+    def identity(self) -> dict:
+        """What a run id hashes: the resolved config (the applied tricks are in it already) and the
+        generator versions of its generated tasks past 1, so a changed generator makes new runs
+        (and version-1 runs keep the ids they always had)."""
+        from grpo_lab.tasks import TASKS  # tasks import nothing from here; config loads first
+
+        dump = self.model_dump(mode="json")
+        if self.data_path is None:
+            versions = {t: TASKS[t].generator_version for t in self.tasks if t in TASKS}
+            if any(v != 1 for v in versions.values()):
+                dump["generator_versions"] = versions
+        return dump
+
     def run_id(self) -> str:
-        """Stable id: a hash of the resolved config (the applied tricks are in it already)."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def deep_merge(base: dict, override: dict) -> dict:

@@ -298,7 +298,7 @@ _SEED = "\x00seed\x00"
 def _seed_hasher(cfg: RunConfig) -> Callable[[int], str]:
     """seed -> the run id of `cfg` with that seed, equal to RunConfig.run_id() (tested), without
     dumping the config once per seed: the JSON text is cut at the seed and each number spliced in."""
-    dump = cfg.model_dump(mode="json")
+    dump = cfg.identity()
     dump["seed"] = _SEED
     head, tail = json.dumps(dump, sort_keys=True).split(json.dumps(_SEED))
     return lambda seed: hashlib.sha256(f"{head}{seed}{tail}".encode()).hexdigest()[:12]

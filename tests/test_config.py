@@ -1,3 +1,6 @@
+import hashlib
+import json
+
 import pytest
 
 from grpo_lab.config import RunConfig, load_config
@@ -32,3 +35,17 @@ def test_unknown_trick_suggests_close_name():
     with pytest.raises(ConfigError) as e:
         load_config(None, ["tricks=[nonexistent_trick_xyz]"])
     assert "unknown trick 'nonexistent_trick_xyz'" in str(e.value)
+
+
+def test_run_id_changes_with_the_task_generator_version(monkeypatch):
+    from grpo_lab.tasks import code as code_module
+
+    cfg = RunConfig(model="tiny", task="code")
+    v2 = cfg.run_id()
+    monkeypatch.setattr(code_module.CodeTask, "generator_version", 1)
+    v1 = cfg.run_id()
+    assert v1 != v2  # runs on a changed generator are new runs, not finished ones
+    monkeypatch.setattr(code_module.CodeTask, "generator_version", 3)
+    assert cfg.run_id() not in (v1, v2)
+    math = RunConfig(model="tiny", task="math")  # version 1: the id is the plain config hash
+    assert math.run_id() == hashlib.sha256(json.dumps(math.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:12]

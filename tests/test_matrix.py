@@ -29,7 +29,7 @@ def test_generators_expand_to_their_trick_sets(gen, sets):
 
 
 def test_axes_multiply_and_run_ids_are_stable_and_distinct():
-    s = spec(tasks=["math", "logic"], seeds=[0, 1, 2], tricks=["baseline", {"singles": THREE}])
+    s = spec(tasks=["math", "code"], seeds=[0, 1, 2], tricks=["baseline", {"singles": THREE}])  # code: generator v2
     a, b = expand(s), expand(s)
     assert len(a) == 2 * 4 * 3
     assert [c.run_id for c in a] == [c.run_id for c in b]
