@@ -74,10 +74,11 @@ def left_pad(seqs: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, 
 
 class FusedWeights:
     """The decoder's weights as the fast loop uses them: per layer a tuple
-    (ln1, ln2, eps, qkv, qkv_bias, o, o_bias, gate_up, down, down_bias), plus shapes.
+    (eps, qkv, qkv_bias, o, o_bias, gate_up, gate_up_bias, down, down_bias), plus shapes.
 
-    Only qkv and gate_up are new tensors (concatenations, qkv's q and k rows reordered for
-    rope_); the rest are the parameters themselves. K in the engine's cache is in that order.
+    Matrices are stored [in, out] (x @ w: 5-20% faster than x @ w.T at decode shapes on CPU), with
+    the RMSNorm weight before qkv and gate_up folded into their input rows (normed_linear), and
+    qkv's q and k rows reordered for rope_ (K in the engine's cache is in that order).
     """
 
     def __init__(self, model):
@@ -110,13 +111,13 @@ class FusedWeights:
             gu_bias = mlp.gate_proj.bias
             if gu_bias is not None:
                 gu_bias = torch.cat([mlp.gate_proj.bias, mlp.up_proj.bias])
+            ln1, ln2 = layer.input_layernorm.weight, layer.post_attention_layernorm.weight
             self.layers.append((
-                layer.input_layernorm.weight, layer.post_attention_layernorm.weight,
                 getattr(layer.input_layernorm, "variance_epsilon", 1e-6),
-                torch.cat([p.weight for p in projs])[rows], bias,
-                a.o_proj.weight, a.o_proj.bias,
-                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), gu_bias,
-                mlp.down_proj.weight, mlp.down_proj.bias,
+                (torch.cat([p.weight for p in projs])[rows] * ln1).t().contiguous(), bias,
+                a.o_proj.weight.t().contiguous(), a.o_proj.bias,
+                (torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]) * ln2).t().contiguous(), gu_bias,
+                mlp.down_proj.weight.t().contiguous(), mlp.down_proj.bias,
             ))
 
 
@@ -125,9 +126,21 @@ def weights_key(model) -> tuple:
     return tuple((p.data_ptr(), p._version) for p in model.parameters())
 
 
+def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """x @ w (+ b) with w stored [in, out]: x [..., in]."""
+    out = torch.matmul(x, w)
+    return out if b is None else out.add_(b)
+
+
+def normed_linear(x: torch.Tensor, eps: float, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """rms_norm(x, g) @ W (+ b) with g folded into w = diag(g) W: x / sqrt(mean(x^2) + eps) @ w."""
+    scale = torch.linalg.vector_norm(x, dim=-1, keepdim=True).pow_(2).div_(x.size(-1)).add_(eps).rsqrt_()
+    return linear(x * scale, w, b)
+
+
 def residual_linear(x: torch.Tensor, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     """x + h @ w.T (+ b) in one kernel where possible; x, h: [N, *]."""
-    out = torch.addmm(x, h, w.t())
+    out = torch.addmm(x, h, w)
     return out if b is None else out.add_(b)
 
 
@@ -236,17 +249,17 @@ class TorchEngine:
         # Padded query rows attend to themselves so the softmax is never over an empty set.
         attn_mask = ((causal & mask[:, None, :]) | torch.eye(P, dtype=torch.bool, device=ids.device))[:, None]
         grouped = kv.view(kv.size(0), U, n, *kv.shape[2:])
-        for i, (ln1, ln2, eps, wqkv, bqkv, wo, bo, wgu, bgu, wd, bd) in enumerate(w.layers):
-            y = F.linear(F.rms_norm(x, (w.hidden,), ln1, eps), wqkv, bqkv)  # [U, P, (H + 2Hkv) D]
+        for i, (eps, wqkv, bqkv, wo, bo, wgu, bgu, wd, bd) in enumerate(w.layers):
+            y = normed_linear(x, eps, wqkv, bqkv)  # [U, P, (H + 2Hkv) D]
             rope_(y[..., : (H + Hkv) * D].unflatten(-1, (H + Hkv, D)), rot)
             grouped[i, :, :, :P] = y[:, None, :, H * D :]
             q = y[..., : H * D].unflatten(-1, (H, D)).transpose(1, 2).contiguous()
             k = y[..., H * D : (H + Hkv) * D].unflatten(-1, (Hkv, D)).transpose(1, 2)
             v = y[..., (H + Hkv) * D :].unflatten(-1, (Hkv, D)).transpose(1, 2)
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=w.scale, enable_gqa=H != Hkv)
-            x = x + F.linear(o.transpose(1, 2).reshape(U, P, H * D), wo, bo)
-            gu = F.linear(F.rms_norm(x, (w.hidden,), ln2, eps), wgu, bgu)
-            x = x + F.linear(w.act(gu[..., : w.inter]) * gu[..., w.inter :], wd, bd)
+            x = x + linear(o.transpose(1, 2).reshape(U, P, H * D), wo, bo)
+            gu = normed_linear(x, eps, wgu, bgu)
+            x = x + linear(w.act(gu[..., : w.inter]) * gu[..., w.inter :], wd, bd)
         return x
 
     def _decode(self, w: FusedWeights, tok, kv, col, rot, bias):
@@ -259,8 +272,8 @@ class TorchEngine:
         g, I, end = H // Hkv, w.inter, col + 1
         mask = None if bias is None else bias[:, None, None, :]
         x = F.embedding(tok, w.embed)
-        for i, (ln1, ln2, eps, wqkv, bqkv, wo, bo, wgu, bgu, wd, bd) in enumerate(w.layers):
-            y = F.linear(F.rms_norm(x, (w.hidden,), ln1, eps), wqkv, bqkv)  # [B, (H + 2Hkv) D]
+        for i, (eps, wqkv, bqkv, wo, bo, wgu, bgu, wd, bd) in enumerate(w.layers):
+            y = normed_linear(x, eps, wqkv, bqkv)  # [B, (H + 2Hkv) D]
             rope_(y[:, : (H + Hkv) * D].view(B, H + Hkv, D), rot)
             kv[i, :, col] = y[:, H * D :]
             cache = kv[i, :, :end]
@@ -272,7 +285,7 @@ class TorchEngine:
             q = y[:, : H * D].reshape(B, Hkv, g, D).contiguous()
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=w.scale)
             x = residual_linear(x, o.reshape(B, H * D), wo, bo)
-            gu = F.linear(F.rms_norm(x, (w.hidden,), ln2, eps), wgu, bgu)
+            gu = normed_linear(x, eps, wgu, bgu)
             x = residual_linear(x, w.act(gu[:, :I]) * gu[:, I:], wd, bd)
         return x
 
