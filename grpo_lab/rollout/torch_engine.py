@@ -2,9 +2,10 @@
 
 For Llama-family decoders (llama, qwen2, mistral: pre-norm, rotary, optional GQA) the engine
 runs its own decode loop over raw weight tensors: q/k/v and gate/up fused into one matmul each
-(built once per weight version, not per call), one static KV cache holding K and V side by side
-so a step writes both with one copy, rotary embedding applied to q and k together in place as one complex multiply,
-the residual adds folded into the output matmuls (addmm), one fused attention kernel per layer
+(built once per weight version, not per call, stored [in, out] with the RMSNorm weights folded
+in), one static KV cache holding K and V side by side so a step writes both with one copy,
+rotary embedding applied to q and k together in place as one complex multiply, the residual
+adds folded into the output matmuls (addmm), one fused attention kernel per layer
 over the valid prefix of the cache only, and finished rows dropped from the batch. About 13
 kernels per layer and step. Other architectures fall back to the model's own forward with its
 dynamic cache; both paths return the same Rollout.
@@ -139,7 +140,7 @@ def normed_linear(x: torch.Tensor, eps: float, w: torch.Tensor, b: torch.Tensor 
 
 
 def residual_linear(x: torch.Tensor, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-    """x + h @ w.T (+ b) in one kernel where possible; x, h: [N, *]."""
+    """x + h @ w (+ b), w stored [in, out], in one kernel where possible; x, h: [N, *]."""
     out = torch.addmm(x, h, w)
     return out if b is None else out.add_(b)
 

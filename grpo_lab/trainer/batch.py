@@ -68,6 +68,13 @@ def prompt_owners(prompt_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     return new.nonzero().squeeze(-1), new.long().cumsum(0) - 1
 
 
+def forwarded_tokens(batch: Batch) -> int:
+    """Tokens one teacher-forced pass runs (completion_hidden): every completion token, each
+    group's prompt once."""
+    first, _ = prompt_owners(batch.input_ids[:, : batch.prompt_width])
+    return int(batch.completion_mask.sum()) + int(batch.attention_mask[first, : batch.prompt_width].sum())
+
+
 def cache_arg(decoder) -> str:
     return "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
 

@@ -19,7 +19,7 @@ from grpo_lab.rollout.base import Rollout
 from grpo_lab.trainer import checkpoint
 from grpo_lab.trainer.advantages import compute_advantages
 from grpo_lab.trainer.alarms import AlarmMonitor, repetition_rate
-from grpo_lab.trainer.batch import build_batch, prompt_owners, token_logprobs
+from grpo_lab.trainer.batch import build_batch, forwarded_tokens, token_logprobs
 from grpo_lab.trainer.importance import tis_weights
 from grpo_lab.trainer.loss import kl_estimate, masked_mean, policy_loss
 from grpo_lab.trainer.schedules import beta_at, lr_factor, temperature_at
@@ -184,12 +184,6 @@ def sample_metrics(scored, rollout, batch, mask) -> dict[str, float]:
         "tokens/trained": batch.tokens,
         "tokens/forwarded": forwarded_tokens(batch),
     }
-
-
-def forwarded_tokens(batch) -> int:
-    """Tokens one teacher-forced pass runs: every completion token, each group's prompt once."""
-    first, _ = prompt_owners(batch.input_ids[:, : batch.prompt_width])
-    return int(batch.completion_mask.sum()) + int(batch.attention_mask[first, : batch.prompt_width].sum())
 
 
 def part_weights(parts, masks, mode: str) -> list[float]:
