@@ -23,6 +23,7 @@ from grpo_lab.tune.base import load_base
 from grpo_lab.tune.study import pruning_hook
 from grpo_lab.yamlio import ConfigError
 from tests.conftest import TINY_FAST, tiny_cfg
+from tests.runners.sweeps import freeze_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = {  # ~0.5 s a trial on the 2-core box once the test model is cached
@@ -161,6 +162,8 @@ def test_kill_9_then_restart_completes_the_study_training_no_finished_run_twice(
         time.sleep(0.01)
     else:
         pytest.fail("the tune did not reach the kill point in time")
+    freeze_workers(ws)
+    assert folders(ws)[1], "the third trial ended before the kill point"
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     url = reg.default_url(ws)

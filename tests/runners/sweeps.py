@@ -1,5 +1,8 @@
 """Small matrices on the fast test model, shared by the sweep and runner tests."""
 
+import os
+import signal
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -19,3 +22,15 @@ def write_matrix(folder: Path, name: str = "mini", seeds=(0,), tricks=None, **ba
     path = Path(folder) / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
+
+
+def workers(ws: Path) -> list[int]:
+    """Process ids of the attempt workers of workspace `ws` still alive."""
+    found = subprocess.run(["pgrep", "-f", f"grpo_lab.runners.worker {ws}"], capture_output=True, text=True)
+    return [int(pid) for pid in found.stdout.split()]
+
+
+def freeze_workers(ws: Path) -> None:
+    """SIGSTOP every worker: on a fast box a run could otherwise finish between the check and the kill."""
+    for pid in workers(ws):
+        os.kill(pid, signal.SIGSTOP)

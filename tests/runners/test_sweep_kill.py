@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from grpo_lab import registry as reg
-from tests.runners.sweeps import write_matrix
+from tests.runners.sweeps import freeze_workers, workers, write_matrix
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
+STEPS = 16
 
 
 def start(matrix: Path, ws: Path, log: Path) -> subprocess.Popen:
@@ -41,7 +42,7 @@ def heartbeat_step(ws: Path, run_id: str) -> int:
 
 
 def test_kill_9_then_restart_runs_each_finished_run_once(tmp_path):
-    matrix = write_matrix(tmp_path, "killme", seeds=[0, 1], tricks=["baseline"], steps=12)
+    matrix = write_matrix(tmp_path, "killme", seeds=[0, 1], tricks=["baseline"], steps=STEPS)
     ws = tmp_path / "ws"
     driver = start(matrix, ws, tmp_path / "first.log")
     deadline = time.time() + 600  # generous: CI boxes can be busy
@@ -53,15 +54,16 @@ def test_kill_9_then_restart_runs_each_finished_run_once(tmp_path):
         time.sleep(0.3)
     else:
         pytest.fail("the sweep did not reach the kill point in time")
+    freeze_workers(ws)
+    first_id, second_id = rows[0][0], rows[1][0]
+    assert heartbeat_step(ws, second_id) < STEPS, "the second run ended before the kill point"
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
-    first_id, second_id = rows[0][0], rows[1][0]
     for _ in range(50):  # the worker gets SIGKILL from the kernel when its parent dies
-        orphans = subprocess.run(["pgrep", "-f", f"grpo_lab.runners.worker {ws}"], capture_output=True, text=True)
-        if not orphans.stdout.strip():
+        if not workers(ws):
             break
         time.sleep(0.2)
-    assert orphans.stdout.strip() == "", "a worker outlived its killed driver"
+    assert not workers(ws), "a worker outlived its killed driver"
 
     again = start(matrix, ws, tmp_path / "second.log")
     assert again.wait(timeout=600) == 0, (tmp_path / "second.log").read_text()
@@ -72,4 +74,4 @@ def test_kill_9_then_restart_runs_each_finished_run_once(tmp_path):
     assert attempts[0][2] > 0  # the interrupted attempt's hours are kept
     assert attempts[1][1] >= 4  # resumed from its checkpoint, not from step 0
     steps = [json.loads(line)["step"] for line in (ws / "runs" / second_id / "metrics.jsonl").read_text().splitlines()]
-    assert steps == list(range(12))
+    assert steps == list(range(STEPS))
