@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Optional
@@ -13,6 +14,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from grpo_lab.yamlio import ConfigError
+
+# rich shows grpo-lab's progress; transformers' per-load tqdm bars (also in the workers, which inherit
+# the environment) would interleave with it. Set HF_HUB_DISABLE_PROGRESS_BARS=0 to see them.
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="grpo-lab: which GRPO training tricks are worth their GPUs.")
