@@ -152,6 +152,7 @@ def sweep(
 
     from grpo_lab import registry as reg
     from grpo_lab import tracking
+    from grpo_lab.environment import env_snapshot
     from grpo_lab.matrix import load_matrix
     from grpo_lab.runners.base import load_profile, make_runner
     from grpo_lab.sweep import SweepOptions, execute_sweep, log_cell, open_sweep, plan_for, recover, totals
@@ -166,7 +167,7 @@ def sweep(
     show_plan(console, plan, every_cell=False)
     Session = reg.connect(db or reg.default_url(workspace))
     with Session() as session:
-        sw = open_sweep(session, plan, matrix, opts, env=tracking.env_snapshot())
+        sw = open_sweep(session, plan, matrix, opts, env=env_snapshot())
         if n := recover(session, sw):
             console.print(f"closed {n} attempt(s) left running by an earlier driver; their runs resume")
         if not skip_preflight:

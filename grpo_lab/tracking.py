@@ -8,14 +8,10 @@ through `mlflow.MlflowClient`, never the fluent global run state, so trackers ca
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import json
 import math
 import os
-import platform
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from grpo_lab.environment import env_snapshot
 from grpo_lab.registry import WORKSPACE
 
 if TYPE_CHECKING:
@@ -66,59 +63,6 @@ def mlflow_status(status: str) -> str:
 def metric_key(name: str) -> str:
     """An MLflow-legal key: '@' is not allowed, so 'eval/pass@1' -> 'eval/pass_at_1'."""
     return re.sub(r"[^/\w.\- :]", "_", name.replace("@", "_at_"))
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _command(args: list[str], cwd: Path | None = None) -> str | None:
-    """stdout of a short local command, or None if it is missing, fails or hangs."""
-    try:
-        done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=10, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip()
-
-
-def _git_info() -> dict[str, str]:
-    repo = Path(__file__).resolve().parent.parent
-    commit = _command(["git", "rev-parse", "HEAD"], cwd=repo)
-    if commit is None:
-        return {"git_commit": "unknown", "git_dirty": "unknown"}
-    # Tracked changes only: untracked scratch files do not change what a run executes.
-    dirty = _command(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo)
-    return {"git_commit": commit, "git_dirty": "unknown" if dirty is None else str(bool(dirty)).lower()}
-
-
-def _device_info() -> dict[str, str]:
-    """CUDA build of torch and the host's GPUs (via nvidia-smi: no CUDA context in the driver)."""
-    info: dict[str, str] = {}
-    if importlib.util.find_spec("torch") is not None:
-        import torch
-
-        info["cuda"] = torch.version.cuda or "none"
-    names = _command(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
-    gpus = [n.strip() for n in (names or "").splitlines() if n.strip()]
-    info["device_count"] = str(len(gpus))
-    info["devices"] = ", ".join(gpus) if gpus else "cpu"
-    return info
-
-
-def env_snapshot() -> dict[str, str]:
-    """Versions (installed packages only), CUDA, devices, git commit/dirty, host, platform.
-
-    Local look-ups only: no network, and absent packages are never imported.
-    """
-    env = {"python": platform.python_version(), "platform": platform.platform(),
-           "hostname": socket.gethostname()}
-    for dist in ("torch", "transformers", "vllm", "deepspeed", "mlflow", "grpo-lab"):
-        if (v := _version(dist)) is not None:
-            env[dist.replace("-", "_")] = v
-    return env | _device_info() | _git_info()
 
 
 def serve_ui(uri: str, port: int = 5000) -> int:

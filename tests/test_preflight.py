@@ -11,7 +11,8 @@ from grpo_lab.cli import app
 from grpo_lab.config import load_config
 from grpo_lab.matrix import load_matrix
 from grpo_lab.preflight import preflight
-from grpo_lab.preflight.environment import environment, environment_checks
+from grpo_lab.environment import environment
+from grpo_lab.preflight.env_checks import environment_checks
 from grpo_lab.preflight.reward_signal import Component, component_stats, reward_checks
 from grpo_lab.preflight.targets import matrix_configs
 

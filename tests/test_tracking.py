@@ -1,6 +1,5 @@
 """MLflow tracking: a real SQLite store and a real tiny run folder, logged the way the sweep driver does."""
 
-import importlib.metadata
 import json
 import math
 import os
@@ -13,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from grpo_lab import tracking
-from grpo_lab.tracking import Tracker, completion_tables, env_snapshot, metric_key, summary_metrics
+from grpo_lab.environment import env_snapshot
+from grpo_lab.tracking import Tracker, completion_tables, metric_key, summary_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 ALARM = {"step": 2, "kind": "reward_cliff", "value": 0.1, "threshold": 0.3, "message": "reward fell"}
@@ -211,19 +211,6 @@ def test_no_network_in_process(logged, run_dirs, monkeypatch):
     child = tracker.log_run(parent, {"run_id": "g"}, run_dirs[1], "finished", {"attempt": 1})
     assert [r.info.run_id for r in tracker.client.search_runs(
         [tracker.experiment_id], f"tags.`mlflow.parentRunId` = '{parent}'")] == [child]
-
-
-def test_env_snapshot_reads_versions_without_network():
-    env = env_snapshot()
-    assert env["python"] == sys.version.split()[0]
-    assert env["torch"] == importlib.metadata.version("torch")
-    assert {"platform", "hostname", "cuda", "devices", "device_count", "git_commit", "git_dirty"} <= set(env)
-    assert env["hostname"] == socket.gethostname()
-    for absent in ("vllm", "deepspeed"):
-        try:
-            importlib.metadata.version(absent)
-        except importlib.metadata.PackageNotFoundError:
-            assert absent not in env and absent not in sys.modules
 
 
 def test_default_tracking_uri(tmp_path, monkeypatch):

@@ -140,7 +140,7 @@ def open_study(url: str, name: str, metric: str, opts: TuneOptions, steps: int) 
 
 
 def open_sweep(session: Session, name: str, target: Path, hw: Hardware, budget: float | None) -> reg.Sweep:
-    from grpo_lab.tracking import env_snapshot
+    from grpo_lab.environment import env_snapshot
 
     sweep = reg.get_sweep(session, name)
     if sweep is None:

@@ -1,36 +1,12 @@
-"""The software environment against a pinned snapshot (STUDY.md: pin Python, PyTorch, vLLM, CUDA).
-Versions come from package metadata, so an absent package is never imported."""
+"""The software environment (grpo_lab.environment) against a pinned snapshot (STUDY.md: pin Python,
+PyTorch, vLLM, CUDA)."""
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Mapping
-from importlib import metadata
 
+from grpo_lab.environment import package_version
 from grpo_lab.preflight.checks import Check
-
-PACKAGES = ("torch", "transformers", "vllm", "deepspeed")
-
-
-def package_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def cuda_version() -> str | None:
-    """The CUDA version torch was built with (None on CPU builds); torch is a dependency."""
-    import torch
-
-    return torch.version.cuda
-
-
-def environment() -> dict[str, str | None]:
-    """python, the packages that change sampled distributions or kernels, and CUDA."""
-    return {"python": platform.python_version(), **{p: package_version(p) for p in PACKAGES},
-            "cuda": cuda_version()}
-
 
 def _current(name: str, env: Mapping[str, str | None]) -> str | None:
     return env[name] if name in env else package_version(name)
