@@ -19,9 +19,20 @@ from grpo_lab.yamlio import ConfigError
 # the environment) would interleave with it. Set HF_HUB_DISABLE_PROGRESS_BARS=0 to see them.
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="grpo-lab: which GRPO training tricks are worth their GPUs.")
+app = typer.Typer(add_completion=False, no_args_is_help=True)
 console = Console()
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings (config, tracking) as one console line, also above a live progress display."""
+    console.print("[yellow]warning:[/] ", end="")
+    console.print(str(message), markup=False, highlight=False)
+
+
+@app.callback()
+def main() -> None:
+    """grpo-lab: which GRPO training tricks are worth their GPUs."""
+    warnings.showwarning = show_warning  # before any command: config and tracking warnings
 
 
 def fail(exc: Exception) -> None:
@@ -42,11 +53,7 @@ def run(
     from grpo_lab.views import show_summary
 
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            cfg = load_config(config, set_)
-        for w in caught:
-            console.print(f"[yellow]warning:[/] {w.message}")
+        cfg = load_config(config, set_)
     except ConfigError as exc:
         fail(exc)
     out = out or Path("runs") / cfg.run_id()
@@ -155,7 +162,7 @@ def sweep(
     from grpo_lab.environment import env_snapshot
     from grpo_lab.matrix import load_matrix
     from grpo_lab.runners.base import load_profile, make_runner
-    from grpo_lab.sweep import SweepOptions, execute_sweep, log_cell, open_sweep, plan_for, recover, totals
+    from grpo_lab.sweep import SweepOptions, SweepTracker, execute_sweep, open_sweep, plan_for, recover
     from grpo_lab.views import SweepProgress, runs_table, show_plan
 
     opts = SweepOptions(workspace=workspace, db_url=db, retries=retries, allow_over_budget=allow_over_budget, name=name)
@@ -172,16 +179,14 @@ def sweep(
             console.print(f"closed {n} attempt(s) left running by an earlier driver; their runs resume")
         if not skip_preflight:
             run_preflight(plan, sw)
-        tracker = tracking.Tracker(tracking_uri or tracking.default_tracking_uri(workspace))
-        parent = tracker.start_sweep(sw.name, matrix, tags={"hardware": sw.hardware, "unit": sw.unit})
-        sw.mlflow_parent_id = parent
+        mirror = SweepTracker(tracking_uri or tracking.default_tracking_uri(workspace), sw, matrix)
         session.commit()
         progress = SweepProgress(console, len(sw.cells), sum(c.run.status in reg.DONE for c in sw.cells))
 
         def on_event(kind, cell, out):
             progress(kind, cell, out)
             if kind == "end":
-                safely(lambda: log_cell(tracker, parent, sw, cell), f"MLflow logging of {cell.run_id}")
+                mirror.log(cell)
 
         run_on = make_runner(profile, workspace, max_parallel)
         console.print(f"sweep [bold]{sw.name}[/]: {len(sw.cells)} cells, {progress.done} already done; "
@@ -191,24 +196,12 @@ def sweep(
                 result = execute_sweep(session, sw, run_on, opts, on_event=on_event)
         finally:
             run_on.close()
-        for cell in sw.cells:  # runs a killed driver finished but never logged; logged ones are skipped
-            if cell.run.status in reg.DONE:
-                safely(lambda: log_cell(tracker, parent, sw, cell), f"MLflow logging of {cell.run_id}")
-        status_ = "failed" if result.counts["failed"] else "finished"
-        safely(lambda: tracker.end_sweep(parent, status_, totals(sw)), "MLflow sweep totals")
+        mirror.finish("failed" if result.counts["failed"] else "finished")
         console.print(runs_table(sw))
         console.print(f"executed {len(result.executed)} attempt(s), skipped {result.skipped} finished run(s): "
                       f"{result.counts}; MLflow: grpo-lab ui --workspace {workspace}")
         if result.counts["failed"]:
             raise typer.Exit(1)
-
-
-def safely(action, what: str) -> None:
-    """Tracking is a copy of what the registry and run folders hold: its failure must not end a sweep."""
-    try:
-        action()
-    except Exception as exc:  # noqa: BLE001 - reported, and the sweep goes on
-        console.print(f"[yellow]warning:[/] {what} failed: {type(exc).__name__}: {exc}", markup=True, highlight=False)
 
 
 def run_preflight(plan, sw) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from sqlalchemy.orm import Session
 
 from grpo_lab import registry as reg
+from grpo_lab import tracking
 from grpo_lab.catalog import load_card
 from grpo_lab.matrix import load_matrix
 from grpo_lab.plan import Plan, make_plan
@@ -172,13 +173,40 @@ def cell_labels(cell: reg.SweepRun, matrix: str) -> dict:
     return {**cell.labels(), "dimensions": dims, "matrix": matrix}
 
 
-def log_cell(tracker, parent_id: str, sweep: reg.Sweep, cell: reg.SweepRun) -> None:
-    """Log a cell's latest ended attempt to MLflow (idempotent: a logged attempt is not duplicated)."""
-    ended = [a for a in cell.run.attempts if a.status != "running"]
-    if ended:
-        last = ended[-1]
-        tracker.log_run(parent_id, cell_labels(cell, sweep.matrix_path), Path(cell.run.out_dir), last.status,
-                        attempt_info(last))
+class SweepTracker:
+    """The sweep's MLflow copy: a parent run, a child per ended cell, the totals at the end.
+
+    Every call is `tracking.guarded`: a failure is a TrackingWarning and the sweep goes on.
+    """
+
+    def __init__(self, uri: str, sweep: reg.Sweep, matrix: Path) -> None:
+        self.sweep, self.parent, self.tracker = sweep, None, None
+
+        def start() -> None:
+            self.tracker = tracking.Tracker(uri)
+            self.parent = self.tracker.start_sweep(sweep.name, matrix, tags={"hardware": sweep.hardware,
+                                                                               "unit": sweep.unit})
+            sweep.mlflow_parent_id = self.parent
+
+        tracking.guarded(start, "starting the MLflow parent run")
+
+    def log(self, cell: reg.SweepRun) -> None:
+        """Log a cell's latest ended attempt (idempotent: a logged attempt is not duplicated)."""
+        ended = [a for a in cell.run.attempts if a.status != "running"]
+        if self.parent is None or not ended:
+            return
+        labels = cell_labels(cell, self.sweep.matrix_path)
+        tracking.guarded(lambda: self.tracker.log_run(self.parent, labels, Path(cell.run.out_dir), ended[-1].status,
+                                                      attempt_info(ended[-1])), f"MLflow logging of {cell.run_id}")
+
+    def finish(self, status: str) -> None:
+        """Log the ended cells (a killed driver may have ended runs it never logged); close the parent."""
+        for cell in self.sweep.cells:
+            if cell.run.status in reg.DONE:
+                self.log(cell)
+        if self.parent is not None:
+            tracking.guarded(lambda: self.tracker.end_sweep(self.parent, status, totals(self.sweep)),
+                             "MLflow sweep totals")
 
 
 def preflight_pairs(plan: Plan, sweep: reg.Sweep) -> list:

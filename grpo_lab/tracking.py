@@ -15,6 +15,8 @@ import re
 import subprocess
 import sys
 import time
+import warnings
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -47,6 +49,18 @@ MLFLOW_STATUS = {
 }
 # Per-sample list columns of completions.jsonl and their one-row-per-sample names.
 SAMPLE_COLUMNS = {"completions": "completion", "rewards": "reward", "advantages": "advantage"}
+
+
+class TrackingWarning(UserWarning):
+    """A tracking call failed. Tracking copies what the registry and run folders hold: work goes on."""
+
+
+def guarded(action: Callable[[], Any], what: str) -> None:
+    """Run a tracking call; a failure becomes a TrackingWarning, never an exception that ends a sweep."""
+    try:
+        action()
+    except Exception as exc:  # noqa: BLE001 - reported, and the sweep or tune goes on
+        warnings.warn(f"{what} failed: {type(exc).__name__}: {exc}", TrackingWarning, stacklevel=2)
 
 
 def default_tracking_uri(workspace: Path = WORKSPACE) -> str:

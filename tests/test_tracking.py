@@ -248,3 +248,27 @@ def test_metric_keys_tables_and_summary_metrics():
                            "final": {"eval/pass@1": 0.4}, "delta_pass@1": 0.1})
     assert out == {"cost/device_hours": 0.5, "cost/stopped": 1.0, "cost/device_hours_by_phase/sampling": 0.3,
                    "final/eval/pass_at_1": 0.4, "final/delta_pass_at_1": 0.1}
+
+
+def test_a_failing_store_warns_and_the_sweep_goes_on(tmp_path, run_dirs):
+    """SweepTracker over a store that cannot open (a folder as the SQLite file): every call warns, none raises."""
+    from types import SimpleNamespace
+
+    from grpo_lab.sweep import SweepTracker
+
+    cell = SimpleNamespace(run_id="r1", run=SimpleNamespace(status="finished", out_dir=str(run_dirs[1]),
+                                                            attempts=[SimpleNamespace(status="finished")]))
+    sweep = SimpleNamespace(name="sw", hardware="cpu", unit="device-hours", cells=[cell], mlflow_parent_id=None)
+    with pytest.warns(tracking.TrackingWarning, match="starting the MLflow parent run failed"):
+        mirror = SweepTracker(f"sqlite:///{tmp_path}", sweep, tmp_path / "m.yaml")
+    assert mirror.parent is None and sweep.mlflow_parent_id is None
+    mirror.log(cell)  # nothing to log into: a no-op, not an exception
+    mirror.finish("finished")
+
+
+def test_guarded_turns_an_exception_into_a_tracking_warning():
+    calls = []
+    tracking.guarded(lambda: calls.append(1), "fine")
+    with pytest.warns(tracking.TrackingWarning, match=r"logging x failed: ValueError: boom"):
+        tracking.guarded(lambda: (_ for _ in ()).throw(ValueError("boom")), "logging x")
+    assert calls == [1]

@@ -6,8 +6,6 @@ failure is a warning and the tune goes on.
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +14,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from grpo_lab import registry as reg
 from grpo_lab.sweep import attempt_info, totals
+from grpo_lab.tracking import guarded
 
 LOGGED = (TrialState.COMPLETE, TrialState.PRUNED)
-
-
-class TrackingWarning(UserWarning):
-    pass
 
 
 class TuneTracker:
@@ -40,7 +35,7 @@ class TuneTracker:
             self.parent = self.tracker.start_sweep(sweep.name, Path(target), tags=tags)
             sweep.mlflow_parent_id = self.parent
 
-        self._safely(start, "starting the MLflow parent run")
+        guarded(start, "starting the MLflow parent run")
 
     def log(self, trial: FrozenTrial, cell: reg.SweepRun) -> None:
         """A child run for a completed or pruned trial, from its run folder (idempotent)."""
@@ -51,7 +46,7 @@ class TuneTracker:
                   "tune.state": trial.state.name, "tune.value": trial.value,
                   **{f"param.{k}": v for k, v in trial.params.items()}}
         status = {"pruned": "pruned", "stopped": "stopped"}.get(trial.user_attrs.get("status", ""), "finished")
-        self._safely(lambda: self.tracker.log_run(self.parent, labels, Path(cell.run.out_dir), status,
+        guarded(lambda: self.tracker.log_run(self.parent, labels, Path(cell.run.out_dir), status,
                                                   attempt_info(ended[-1]) if ended else None),
                      f"MLflow logging of trial {trial.number}")
         self.logged.add(trial.number)
@@ -67,12 +62,5 @@ class TuneTracker:
         counts = {f"trials_{s.name.lower()}": len(study.get_trials(deepcopy=False, states=(s,)))
                   for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
         best = {"best_value": study.best_value} if counts["trials_complete"] else {}
-        self._safely(lambda: self.tracker.end_sweep(self.parent, "finished", totals(sweep) | counts | best),
+        guarded(lambda: self.tracker.end_sweep(self.parent, "finished", totals(sweep) | counts | best),
                      "MLflow tune totals")
-
-    @staticmethod
-    def _safely(action: Callable[[], None], what: str) -> None:
-        try:
-            action()
-        except Exception as exc:  # noqa: BLE001 - tracking is a copy; the tune goes on
-            warnings.warn(f"{what} failed: {type(exc).__name__}: {exc}", TrackingWarning, stacklevel=2)
