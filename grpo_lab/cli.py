@@ -41,6 +41,16 @@ def fail(exc: Exception) -> None:
     raise typer.Exit(2)
 
 
+def open_registry(db: str | None, workspace: Path):
+    """The registry's session factory; a bad or unreachable URL ends the command with its reason."""
+    from grpo_lab import registry as reg
+
+    try:
+        return reg.connect(db or reg.default_url(workspace))
+    except ConfigError as exc:
+        fail(exc)
+
+
 @app.command()
 def run(
     config: Optional[Path] = typer.Argument(None, help="run config YAML (defaults: tiny model, math)"),
@@ -172,7 +182,7 @@ def sweep(
     except ConfigError as exc:
         fail(ConfigError(escape(str(exc))))
     show_plan(console, plan, every_cell=False)
-    Session = reg.connect(db or reg.default_url(workspace))
+    Session = open_registry(db, workspace)
     with Session() as session:
         sw = open_sweep(session, plan, matrix, opts, env=env_snapshot())
         if n := recover(session, sw):
@@ -231,7 +241,7 @@ def status(
     from grpo_lab import registry as reg
     from grpo_lab.views import runs_table, sweeps_table
 
-    Session = reg.connect(db or reg.default_url(workspace))
+    Session = open_registry(db, workspace)
     with Session() as session:
         sweeps = reg.all_sweeps(session)
         if sweep_name is None:
@@ -346,7 +356,7 @@ def report(
     from grpo_lab.report.from_sweep import sweep_data
     from grpo_lab.yamlio import suggest
 
-    Session = reg.connect(db or reg.default_url(workspace))
+    Session = open_registry(db, workspace)
     with Session() as session:
         sw = reg.get_sweep(session, sweep_name)
         if sw is None:

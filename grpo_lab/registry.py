@@ -12,14 +12,18 @@ SQLite's lock plus a busy timeout.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import ForeignKey, String, Text, UniqueConstraint, create_engine, event, func, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import ForeignKey, String, Text, UniqueConstraint, create_engine, event, func, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, sessionmaker
+
+from grpo_lab.yamlio import ConfigError
 
 WORKSPACE = Path(".grpo-lab")  # per-project folder: registry.db, mlflow.db, runs/
 DONE = ("finished", "stopped")  # a stopped run (alarm stop_on) ended on purpose: not re-run
@@ -115,12 +119,32 @@ class Attempt(Base):
     run: Mapped[Run] = relationship(back_populates="attempts")
 
 
+SCHEMA_LOCK_KEY = 0x6772706F  # 'grpo': the advisory lock that serialises CREATE on PostgreSQL
+
+
 def default_url(workspace: Path = WORKSPACE) -> str:
     return os.environ.get("GRPO_LAB_DB") or f"sqlite:///{Path(workspace).resolve() / 'registry.db'}"
 
 
+def engine_url(url: str) -> str:
+    """`url` with a driver that is installed: a bare `postgresql://` means psycopg2 to SQLAlchemy, while
+    the `postgres` extra installs psycopg 3. A ConfigError names the URL when it cannot be used."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigError(f"registry URL {url!r} is not a SQLAlchemy URL: use sqlite:///PATH or "
+                          "postgresql+psycopg://USER@HOST/DB") from None
+    if parsed.drivername == "postgresql" and importlib.util.find_spec("psycopg2") is None:
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.drivername == "postgresql+psycopg" and importlib.util.find_spec("psycopg") is None:
+        raise ConfigError(f"registry URL {parsed.render_as_string(hide_password=True)}: no PostgreSQL driver "
+                          "installed: pip install 'grpo-lab[postgres]'")
+    return parsed.render_as_string(hide_password=False)
+
+
 def connect(url: str) -> sessionmaker[Session]:
     """Open (and create) the registry at `url`; returns a session factory."""
+    url = engine_url(url)
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": 60} if url.startswith("sqlite") else {})
@@ -129,14 +153,18 @@ def connect(url: str) -> sessionmaker[Session]:
         def _pragmas(conn, _record):  # WAL: readers (`grpo-lab status`) never block the driver
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA foreign_keys=ON")
-    create_schema(engine, url)
+    try:
+        create_schema(engine, url)
+    except OperationalError as exc:  # a server that is down or refuses us: say which, keep the password
+        raise ConfigError(f"cannot open the registry {engine.url!r}: {exc.orig}".strip()) from None
     return sessionmaker(engine, expire_on_commit=False)
 
 
 def create_schema(engine, url: str) -> None:
     """Create missing tables. Two processes opening a new registry at once (a sweep starting and
-    `grpo-lab status`) would both CREATE: SQLite files are serialised by a lock file beside them;
-    other databases retry, since the loser's CREATE fails only because the winner's succeeded."""
+    `grpo-lab status`) would both CREATE: SQLite files are serialised by a lock file beside them,
+    PostgreSQL by an advisory lock held for the transaction; other databases retry, since the
+    loser's CREATE fails only because the winner's succeeded."""
     if url.startswith("sqlite:///"):
         import fcntl
 
@@ -144,11 +172,16 @@ def create_schema(engine, url: str) -> None:
             fcntl.flock(fh, fcntl.LOCK_EX)
             Base.metadata.create_all(engine)
         return
+    if engine.dialect.name == "postgresql":  # concurrent CREATEs there collide in pg_class (UniqueViolation)
+        with engine.begin() as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+            Base.metadata.create_all(conn)
+        return
     for attempt in range(5):
         try:
             Base.metadata.create_all(engine)
             return
-        except OperationalError:
+        except DBAPIError:
             if attempt == 4:
                 raise
 

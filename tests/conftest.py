@@ -1,3 +1,4 @@
+import gc
 import os
 import sys
 from pathlib import Path
@@ -56,3 +57,26 @@ def driver():  # type: ignore[no-untyped-def]
         yield browser
     finally:
         browser.quit()
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory):
+    """A real PostgreSQL 16 server (pgserver's bundled binaries, a dev dependency), for the session."""
+    pgserver = pytest.importorskip("pgserver", reason="the dev extra installs a bundled PostgreSQL (pgserver)")
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def registry_url(request, tmp_path):
+    """The registry's SQLAlchemy URL on each backend a cluster user would point --db at; a fresh database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'registry.db'}"
+        return
+    server = request.getfixturevalue("postgres")
+    name = f"t_{tmp_path.name.lower().replace('-', '_')[:40]}_{os.getpid()}"
+    server.psql(f"CREATE DATABASE {name};")
+    uri = server.get_uri(name)  # postgresql://postgres:@/NAME?host=SOCKET_DIR
+    yield uri.replace("postgresql://", "postgresql+psycopg://", 1)
+    gc.collect()  # sessions a test left open give their connections back while the server still runs

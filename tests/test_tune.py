@@ -96,10 +96,11 @@ def test_pruning_hook_prunes_below_the_median_but_never_at_the_last_step():
 
 
 @pytest.mark.slow
-def test_tune_six_trials_registers_runs_writes_the_baseline_and_logs_mlflow(tmp_path):
+def test_tune_six_trials_registers_runs_writes_the_baseline_and_logs_mlflow(tmp_path, registry_url):
+    """The registry and the Optuna study share one database: SQLite, or a PostgreSQL server."""
     config, space = write(tmp_path / "base.yaml", BASE), write(tmp_path / "space.yaml", SPACE)
     ws, out = tmp_path / "ws", tmp_path / "tuned" / "best.yaml"
-    opts = TuneOptions(trials=6, name="six", workspace=ws, out=out, prune_warmup=0.0,
+    opts = TuneOptions(trials=6, name="six", workspace=ws, out=out, prune_warmup=0.0, db_url=registry_url,
                        tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     result = tune(config, space, opts)
 
@@ -112,7 +113,7 @@ def test_tune_six_trials_registers_runs_writes_the_baseline_and_logs_mlflow(tmp_
     matrix = write(tmp_path / "m.yaml", {"models": [TINY_FAST], "tasks": ["math"], "base": "tuned/best.yaml"})
     assert expand(load_matrix(matrix))[0].run_id == best.user_attrs["run_id"]
 
-    Session = reg.connect(reg.default_url(ws))
+    Session = reg.connect(registry_url)
     with Session() as s:
         cells = reg.get_sweep(s, "tune-six").cells
         assert sorted(c.tricks for c in cells) == sorted(f"tune#{t.number}" for t in trials)

@@ -118,6 +118,7 @@ def exclusive(path: Path, what: str) -> Iterator[None]:
 
 def open_study(url: str, name: str, metric: str, opts: TuneOptions, steps: int) -> optuna.Study:
     """Create or load the study; fail its trials a killed tune left RUNNING and enqueue their params."""
+    url = reg.engine_url(url)
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
     pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=int(steps * opts.prune_warmup))
     study = optuna.create_study(storage=optuna.storages.RDBStorage(url, engine_kwargs=engine), study_name=name,

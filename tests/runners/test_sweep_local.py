@@ -14,10 +14,10 @@ from tests.runners.sweeps import write_matrix
 pytestmark = pytest.mark.slow
 
 
-def sweep_once(matrix: Path, ws: Path, retries: int = 1):
-    opts = SweepOptions(workspace=ws, retries=retries)
+def sweep_once(matrix: Path, ws: Path, retries: int = 1, db_url: str | None = None):
+    opts = SweepOptions(workspace=ws, retries=retries, db_url=db_url)
     plan = plan_for(matrix, opts)
-    Session = reg.connect(reg.default_url(ws))
+    Session = reg.connect(db_url or reg.default_url(ws))
     session = Session()
     sweep = open_sweep(session, plan, matrix, opts, env={})
     recover(session, sweep)
@@ -28,16 +28,17 @@ def sweep_once(matrix: Path, ws: Path, retries: int = 1):
         runner.close()
 
 
-def test_sweep_completes_and_rerun_skips_finished(tmp_path):
+def test_sweep_completes_and_rerun_skips_finished(tmp_path, registry_url):
     matrix = write_matrix(tmp_path)
-    result, sweep, _ = sweep_once(matrix, tmp_path / "ws")
+    result, sweep, session = sweep_once(matrix, tmp_path / "ws", db_url=registry_url)
     assert result.counts["finished"] == 2 and len(result.executed) == 2
     for cell in sweep.cells:
         run_dir = Path(cell.run.out_dir)
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["run_id"] == cell.run_id
         assert cell.run.attempts[0].gpu_hours > 0
-    again, _, _ = sweep_once(matrix, tmp_path / "ws")
+    session.close()
+    again, _, _ = sweep_once(matrix, tmp_path / "ws", db_url=registry_url)
     assert again.executed == [] and again.skipped == 2
 
 
