@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -33,6 +34,7 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
 def main() -> None:
     """grpo-lab: which GRPO training tricks are worth their GPUs."""
     warnings.showwarning = show_warning  # before any command: config and tracking warnings
+    logging.getLogger("mlflow").setLevel(logging.WARNING)  # its INFO lines on creating a store are noise here
 
 
 def fail(exc: Exception) -> None:
