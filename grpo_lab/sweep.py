@@ -173,6 +173,22 @@ def cell_labels(cell: reg.SweepRun, matrix: str) -> dict:
     return {**cell.labels(), "dimensions": dims, "matrix": matrix}
 
 
+def start_parent(uri: str, sweep: reg.Sweep, source: Path, tags: dict | None = None) -> tuple:
+    """(Tracker, parent run id) of a sweep's MLflow copy, the id also stored on the sweep; (None,
+    None) when MLflow fails, which `tracking.guarded` reports as a warning."""
+    opened: list = []
+
+    def start() -> None:
+        tracker = tracking.Tracker(uri)
+        parent = tracker.start_sweep(sweep.name, source, tags={"hardware": sweep.hardware, "unit": sweep.unit,
+                                                                **(tags or {})})
+        sweep.mlflow_parent_id = parent
+        opened.extend((tracker, parent))
+
+    tracking.guarded(start, "starting the MLflow parent run")
+    return tuple(opened) if opened else (None, None)
+
+
 class SweepTracker:
     """The sweep's MLflow copy: a parent run, a child per ended cell, the totals at the end.
 
@@ -180,15 +196,8 @@ class SweepTracker:
     """
 
     def __init__(self, uri: str, sweep: reg.Sweep, matrix: Path) -> None:
-        self.sweep, self.parent, self.tracker = sweep, None, None
-
-        def start() -> None:
-            self.tracker = tracking.Tracker(uri)
-            self.parent = self.tracker.start_sweep(sweep.name, matrix, tags={"hardware": sweep.hardware,
-                                                                               "unit": sweep.unit})
-            sweep.mlflow_parent_id = self.parent
-
-        tracking.guarded(start, "starting the MLflow parent run")
+        self.sweep = sweep
+        self.tracker, self.parent = start_parent(uri, sweep, matrix)
 
     def log(self, cell: reg.SweepRun) -> None:
         """Log a cell's latest ended attempt (idempotent: a logged attempt is not duplicated)."""

@@ -7,14 +7,13 @@ failure is a warning and the tune goes on.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from grpo_lab import registry as reg
-from grpo_lab.sweep import attempt_info, totals
-from grpo_lab.tracking import guarded
+from grpo_lab.sweep import attempt_info, start_parent, totals
+from grpo_lab.tracking import default_tracking_uri, guarded
 
 LOGGED = (TrialState.COMPLETE, TrialState.PRUNED)
 
@@ -22,20 +21,10 @@ LOGGED = (TrialState.COMPLETE, TrialState.PRUNED)
 class TuneTracker:
     def __init__(self, uri: str | None, workspace: Path, sweep: reg.Sweep, target: Path, space: Path,
                  metric: str, direction: str) -> None:
-        from grpo_lab import tracking
-
-        self.tracker: Any = None
-        self.parent: str | None = None
         self.logged: set[int] = set()
-        tags = {"kind": "tune", "tune.metric": metric, "tune.direction": direction, "tune.space": str(space),
-                "hardware": sweep.hardware, "unit": sweep.unit}
-
-        def start() -> None:
-            self.tracker = tracking.Tracker(uri or tracking.default_tracking_uri(Path(workspace)))
-            self.parent = self.tracker.start_sweep(sweep.name, Path(target), tags=tags)
-            sweep.mlflow_parent_id = self.parent
-
-        guarded(start, "starting the MLflow parent run")
+        tags = {"kind": "tune", "tune.metric": metric, "tune.direction": direction, "tune.space": str(space)}
+        self.tracker, self.parent = start_parent(uri or default_tracking_uri(Path(workspace)), sweep,
+                                                 Path(target), tags)
 
     def log(self, trial: FrozenTrial, cell: reg.SweepRun) -> None:
         """A child run for a completed or pruned trial, from its run folder (idempotent)."""
@@ -47,8 +36,8 @@ class TuneTracker:
                   **{f"param.{k}": v for k, v in trial.params.items()}}
         status = {"pruned": "pruned", "stopped": "stopped"}.get(trial.user_attrs.get("status", ""), "finished")
         guarded(lambda: self.tracker.log_run(self.parent, labels, Path(cell.run.out_dir), status,
-                                                  attempt_info(ended[-1]) if ended else None),
-                     f"MLflow logging of trial {trial.number}")
+                                             attempt_info(ended[-1]) if ended else None),
+                f"MLflow logging of trial {trial.number}")
         self.logged.add(trial.number)
 
     def finish(self, study: optuna.Study, sweep: reg.Sweep) -> None:
@@ -63,4 +52,4 @@ class TuneTracker:
                   for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
         best = {"best_value": study.best_value} if counts["trials_complete"] else {}
         guarded(lambda: self.tracker.end_sweep(self.parent, "finished", totals(sweep) | counts | best),
-                     "MLflow tune totals")
+                "MLflow tune totals")
