@@ -17,13 +17,17 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 @torch.no_grad()
-def evaluate(engine, codec, tasks: dict, problems: dict, cfg, max_new_tokens: int, seed: int) -> tuple[dict, list]:
+def evaluate(engine, codec, tasks: dict, problems: dict, cfg, max_new_tokens: int,
+             seed: int) -> tuple[dict, list, list]:
     """Sample cfg.samples completions per test problem; a sample is correct when its reward is 1.
 
-    Returns (metrics, examples) where examples are a few (prompt, completions, rewards) rows.
+    Returns (metrics, examples, per_problem): examples are a few (prompt, completions, rewards)
+    rows; per_problem is one row per test problem (task, uid, samples, passes, reward_mean), what
+    the analysis pairs arms on (every run of a task draws the same test problems).
     """
     metrics: dict[str, float] = {}
     examples: list[dict] = []
+    per_problem: list[dict] = []
     totals: dict[str, list[float]] = {}
     for name, probs in problems.items():
         task = tasks[name]
@@ -33,6 +37,8 @@ def evaluate(engine, codec, tasks: dict, problems: dict, cfg, max_new_tokens: in
         scores = task.score([probs[g] for g in ro.group], texts)
         rewards = torch.tensor([s.reward for s in scores]).view(len(probs), cfg.samples)
         correct = (rewards >= 1.0 - 1e-9).sum(dim=1).tolist()
+        per_problem += [{"task": name, "uid": p.uid, "samples": cfg.samples, "passes": c, "reward_mean": r}
+                        for p, c, r in zip(probs, correct, rewards.mean(dim=1).tolist())]
         per_task = {f"pass@{k}": sum(pass_at_k(cfg.samples, c, k) for c in correct) / len(probs)
                     for k in cfg.k if k <= cfg.samples}
         per_task["reward_mean"] = rewards.mean().item()
@@ -46,4 +52,4 @@ def evaluate(engine, codec, tasks: dict, problems: dict, cfg, max_new_tokens: in
                              "rewards": [scores[r].reward for r in rows]})
     for key, values in totals.items():
         metrics[f"eval/{key}"] = sum(values) / len(values)
-    return metrics, examples
+    return metrics, examples, per_problem

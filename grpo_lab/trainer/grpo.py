@@ -254,7 +254,7 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None) -> dict:
 
     if run.base_eval is None:
         with timer("eval"):
-            run.base_eval, _ = run.evaluate(step=-1)
+            run.base_eval, _ = run.evaluate(-1, out_dir)
     log = checkpoint.MetricsLog(out_dir / "metrics.jsonl", keep_below=run.start_step)
     monitor = AlarmMonitor(cfg.alarms, out_dir, run.start_step)
     stop = None
@@ -262,7 +262,7 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None) -> dict:
         metrics = train_step(run, step, timer)
         if (step + 1) % cfg.eval.every == 0 or step + 1 == cfg.steps:
             with timer("eval"):
-                eval_metrics, examples = run.evaluate(step)
+                eval_metrics, examples = run.evaluate(step, out_dir)
             metrics.update(eval_metrics)
             run.last_eval = eval_metrics
             log.examples(step, examples)
@@ -280,7 +280,7 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None) -> dict:
         if stop:
             if "eval/pass@1" not in metrics:  # a stopped run is judged where it stopped, not earlier
                 with timer("eval"):
-                    run.last_eval, examples = run.evaluate(step)
+                    run.last_eval, examples = run.evaluate(step, out_dir)
                 log.examples(step, examples)
             break
     summary = run.summary(timer.total, wall(), stop, monitor.counts)

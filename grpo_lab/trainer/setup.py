@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import platform
 import random
 from dataclasses import dataclass, field
@@ -59,9 +60,18 @@ class Run:
         data-parallel ranks sample different completions (rank 0 samples what one process would)."""
         return (self.cfg.seed * 1_000_003 + step * 101 + round_ + self.backend.rank * 100_000_007) % 2**31
 
-    def evaluate(self, step: int) -> tuple[dict, list]:
-        return evaluate(self.engine, self.codec, self.tasks, self.eval_problems, self.cfg.eval,
-                        self.cfg.sampling.max_new_tokens, seed=EVAL_SEED + max(step, 0))
+    def evaluate(self, step: int, out_dir: Path) -> tuple[dict, list]:
+        """Evaluate and write the per-problem records to out_dir/eval/problems-<step>.json
+        (`base` before training). The eval seed depends on the step only, so every arm and seed
+        samples its test completions from the same stream (common random numbers)."""
+        metrics, examples, per_problem = evaluate(self.engine, self.codec, self.tasks, self.eval_problems,
+                                                  self.cfg.eval, self.cfg.sampling.max_new_tokens,
+                                                  seed=EVAL_SEED + max(step, 0))
+        if self.backend.rank == 0:
+            (out_dir / "eval").mkdir(exist_ok=True)
+            name = "base" if step < 0 else f"{step + 1:06d}"  # named by steps trained, as the summary counts
+            (out_dir / "eval" / f"problems-{name}.json").write_text(json.dumps({"step": step, "rows": per_problem}))
+        return metrics, examples
 
     def summary(self, timing: dict, wall: float, stop_reason: str | None = None, alarms: dict | None = None) -> dict:
         final = self.last_eval
