@@ -1,0 +1,192 @@
+"""`grpo-lab sweep MATRIX --decide`: run the matrix as the first wave, then decide every
+comparison and add seeds where verdicts are open, wave after wave, until none is open or the
+budget is spent. The statistics are analysis/decide.py's pure functions; this is the loop and
+its bookkeeping.
+
+The registry keeps, per sweep, one `decide_waves` row per analysed wave (hours spent so far, the
+verdict counts, the runs it added) and one `decide_verdicts` row per comparison (its latest
+estimate and radius while open; the wave and the hours spent when it was decided). Added seeds
+are ordinary cells of the sweep, so a killed `--decide` resumes where it was: the pending cells
+of the last wave run first (interrupted ones from their checkpoints), then the loop goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import ForeignKey, String, Text, UniqueConstraint, select
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from grpo_lab import registry as reg
+from grpo_lab.analysis import decide as dec
+from grpo_lab.catalog import load_card
+from grpo_lab.matrix import Cell
+from grpo_lab.plan import Plan
+from grpo_lab.runners.base import Runner
+from grpo_lab.sweep import SweepOptions, execute_sweep, totals
+
+METRIC = "eval/pass@1"
+
+
+class DecideWave(reg.Base):
+    __tablename__ = "decide_waves"
+    __table_args__ = (UniqueConstraint("sweep_id", "wave"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
+    wave: Mapped[int]  # 0: the matrix as written
+    hours: Mapped[float]  # device-hours the sweep had spent when this wave was analysed
+    runs: Mapped[int]  # finished runs behind the analysis
+    open: Mapped[int]
+    significant: Mapped[int]
+    equivalent: Mapped[int]
+    added_json: Mapped[str] = mapped_column(Text, default="[]")  # run ids this wave added
+    created_at: Mapped[datetime] = mapped_column(default=reg.now)
+
+
+class DecideVerdict(reg.Base):
+    __tablename__ = "decide_verdicts"
+    __table_args__ = (UniqueConstraint("sweep_id", "name"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
+    name: Mapped[str] = mapped_column(String(400))
+    kind: Mapped[str] = mapped_column(String(20))
+    model: Mapped[str] = mapped_column(String(200))
+    task: Mapped[str] = mapped_column(String(100))
+    target: Mapped[str] = mapped_column(Text)
+    verdict: Mapped[str] = mapped_column(String(20))
+    est: Mapped[float | None]
+    radius: Mapped[float | None]
+    t: Mapped[float]
+    sigma: Mapped[float | None]
+    wave: Mapped[int | None]  # the wave that decided it
+    hours: Mapped[float | None]  # the sweep's device-hours when it was decided
+
+
+@dataclass
+class DecideOptions:
+    budget: float | None = None  # device-hours for the whole sweep, first wave included
+    delta: float = 0.02  # equivalence margin on pass@1
+    alpha: float = 0.05  # family-wise, over all comparisons and waves
+    wave: int | None = None  # runs per added wave (default: the runner's slots)
+    most_seeds: int = 32
+
+
+def arm_key(tricks: str) -> str:
+    names = sorted(t for t in tricks.split("+") if t and t != "baseline")
+    return "+".join(names) or "baseline"
+
+
+def observe(sweep: reg.Sweep) -> tuple[dict, dict, dict]:
+    """(scores, seeds, cost): (model, task) -> key -> per-seed final pass@1 of finished runs;
+    (model, task, key) -> cells registered (pending included); -> mean device-hours of a run."""
+    scores: dict = {}
+    seeds: dict = {}
+    hours: dict = {}
+    for cell in sweep.cells:
+        arm = (cell.model, cell.task, arm_key(cell.tricks))
+        seeds[arm] = seeds.get(arm, 0) + 1
+        summary = Path(cell.run.out_dir) / "summary.json"
+        if cell.run.status in reg.DONE and summary.exists():
+            final = json.loads(summary.read_text()).get("final") or {}
+            if METRIC in final:
+                scores.setdefault(arm[:2], {}).setdefault(arm[2], []).append(float(final[METRIC]))
+                hours.setdefault(arm, []).append(cell.run.gpu_hours)
+    every = [h for hs in hours.values() for h in hs]
+    fallback = sum(every) / len(every) if every else 1.0
+    cost = {arm: (sum(hours[arm]) / len(hours[arm]) if hours.get(arm) else fallback) for arm in seeds}
+    return scores, seeds, cost
+
+
+def new_cells(plan: Plan, sweep: reg.Sweep, added: dict) -> list[Cell]:
+    """Cells for the added seeds: each arm's next unused seed indices, configs from the plan."""
+    template = {(c.model, c.task, arm_key("+".join(c.tricks))): c for c in plan.cells}
+    used: dict = {}
+    for cell in sweep.cells:
+        used.setdefault((cell.model, cell.task, arm_key(cell.tricks)), set()).add(cell.seed)
+    out = []
+    for arm, k in sorted(added.items()):
+        base, taken = template[arm], used.get(arm, set())
+        free = (s for s in range(10**6) if s not in taken)
+        for seed in [next(free) for _ in range(k)]:
+            cfg = base.shared.model_copy(update={"seed": seed})
+            out.append(Cell(base.model, base.task, base.tricks, seed, cfg.run_id(), base.warnings, base.shared))
+    return out
+
+
+def record(session: Session, sweep: reg.Sweep, wave: int, rows: list[dict], hours: float, runs: int) -> DecideWave:
+    """Store a wave's verdicts: open rows are updated, a newly decided one keeps its wave and hours."""
+    stored = {v.name: v for v in session.scalars(select(DecideVerdict).where(DecideVerdict.sweep_id == sweep.id))}
+    for row in rows:
+        v = stored.get(row["name"])
+        if v is None:
+            v = DecideVerdict(sweep_id=sweep.id, name=row["name"], kind=row["kind"], model=row["model"],
+                              task=row["task"], target=row["target"], verdict="open", t=0.0)
+            session.add(v)
+        if v.verdict != "open":
+            continue
+        finite = lambda x: x if x is not None and math.isfinite(x) else None  # noqa: E731
+        v.est, v.radius, v.t, v.sigma = finite(row["est"]), finite(row["radius"]), row["t"], finite(row["sigma"])
+        if row["verdict"] != "open":
+            v.verdict, v.wave, v.hours = row["verdict"], wave, hours
+    counts = {k: sum(r["verdict"] == k for r in rows) for k in dec.VERDICTS}
+    w = DecideWave(sweep_id=sweep.id, wave=wave, hours=hours, runs=runs, **counts)
+    session.add(w)
+    session.flush()
+    return w
+
+
+def previous_rows(session: Session, sweep: reg.Sweep) -> dict[str, dict]:
+    return {v.name: {"name": v.name, "kind": v.kind, "model": v.model, "task": v.task, "target": v.target,
+                     "est": v.est, "radius": v.radius, "t": v.t, "sigma": v.sigma, "verdict": v.verdict}
+            for v in session.scalars(select(DecideVerdict).where(DecideVerdict.sweep_id == sweep.id))}
+
+
+def waves(session: Session, sweep: reg.Sweep) -> list[DecideWave]:
+    return list(session.scalars(select(DecideWave).where(DecideWave.sweep_id == sweep.id).order_by(DecideWave.wave)))
+
+
+def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, opts: SweepOptions,
+               dopts: DecideOptions, on_event=None, say=print) -> str:
+    """The --decide loop; returns why it stopped ("decided", "budget", "seed cap")."""
+    budget = dopts.budget if dopts.budget is not None else plan.limit
+    comps = dec.comparisons(_arms(plan))
+    devices = {c.model: load_card(c.model).gpus for c in plan.cells}
+    while True:
+        execute_sweep(session, sweep, runner, opts, on_event=on_event)
+        scores, seeds, cost = observe(sweep)
+        hours = totals(sweep)["gpu_hours"]
+        done = waves(session, sweep)
+        wave = done[-1].wave + 1 if done else 0
+        rows, m = dec.decide(comps, scores, alpha=dopts.alpha, delta=dopts.delta,
+                             previous=previous_rows(session, sweep), family=len(comps))
+        w = record(session, sweep, wave, rows, hours, sum(len(v) for arms in scores.values() for v in arms.values()))
+        say(f"wave {wave}: {hours:.3g} {sweep.unit} spent; {m['significant']} significant, "
+            f"{m['equivalent']} equivalent, {m['open']} open of {len(comps)}")
+        if m["open"] == 0:
+            session.commit()
+            return "decided"
+        slots = dopts.wave or runner.slots
+        mean_cost = sum(cost.values()) / len(cost)
+        if budget is not None:
+            slots = min(slots, int((budget - hours) / mean_cost))
+        added, _ = dec.allocate(comps, rows, seeds, cost, max(slots, 0), alpha=dopts.alpha, delta=dopts.delta,
+                                family=len(comps), most=dopts.most_seeds)
+        if not added:
+            session.commit()
+            return "budget" if slots <= 0 else "seed cap"
+        cells = new_cells(plan, sweep, added)
+        w.added_json = json.dumps([c.run_id for c in cells])
+        reg.register_cells(session, sweep, cells, [None] * len(cells), Path(opts.workspace) / "runs", devices)
+
+
+def _arms(plan: Plan) -> dict[tuple[str, str], list[str]]:
+    out: dict = {}
+    for c in plan.cells:
+        key = arm_key("+".join(c.tricks))
+        if key not in out.setdefault((c.model, c.task), []):
+            out[(c.model, c.task)].append(key)
+    return out

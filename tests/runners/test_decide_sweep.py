@@ -1,0 +1,55 @@
+"""`sweep --decide` on the local runner: waves add seeds to open comparisons, are recorded, and a
+driver killed mid-wave resumes where it was."""
+
+import json
+
+import pytest
+
+from grpo_lab import registry as reg
+from grpo_lab.runners.local import LocalRunner
+from grpo_lab.sequential import DecideOptions, DecideVerdict, run_decide, waves
+from grpo_lab.sweep import SweepOptions, open_sweep, plan_for, recover
+from tests.runners.sweeps import write_matrix
+
+pytestmark = pytest.mark.slow
+
+
+class Stop(Exception):
+    pass
+
+
+def decide_once(matrix, ws, dopts, on_event=None):
+    opts = SweepOptions(workspace=ws)
+    plan = plan_for(matrix, opts)
+    session = reg.connect(reg.default_url(ws))()
+    sweep = open_sweep(session, plan, matrix, opts, env={})
+    recover(session, sweep)
+    runner = LocalRunner(slots=2)
+    try:
+        return run_decide(session, sweep, plan, runner, opts, dopts, on_event=on_event, say=lambda s: None), sweep, session
+    finally:
+        runner.close()
+
+
+def test_decide_adds_waves_records_them_and_resumes_after_a_kill(tmp_path):
+    matrix = write_matrix(tmp_path, "dec", seeds=(0, 1), tricks=["baseline", {"singles": ["lr_warmup"]}])
+    dopts = DecideOptions(delta=1e-6, wave=2, most_seeds=3)  # δ ~ 0: nothing can be shown equivalent
+
+    def kill_in_wave_1(kind, cell, out):
+        if kind == "start" and cell.seed == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        decide_once(matrix, tmp_path / "ws", dopts, kill_in_wave_1)
+    reason, sweep, session = decide_once(matrix, tmp_path / "ws", dopts)
+    assert reason in ("seed cap", "decided")
+    cells = sorted((c.tricks, c.seed) for c in sweep.cells)
+    assert cells == sorted((t, s) for t in ("", "lr_warmup") for s in (0, 1, 2))  # no seed twice
+    assert all(c.run.status == "finished" for c in sweep.cells)
+    rec = waves(session, sweep)
+    assert [w.wave for w in rec] == list(range(len(rec))) and len(rec) >= 2
+    assert len(json.loads(rec[0].added_json)) == 2 and rec[1].runs == 6
+    assert rec[1].hours > rec[0].hours > 0
+    verdicts = session.query(DecideVerdict).filter_by(sweep_id=sweep.id).all()
+    assert [v.name.split("/")[-1] for v in verdicts] == ["effect:lr_warmup"]
+    assert all(v.verdict == "open" or v.hours is not None for v in verdicts)
