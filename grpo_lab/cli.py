@@ -165,8 +165,13 @@ def sweep(
     db: Optional[str] = typer.Option(None, help="registry SQLAlchemy URL (default sqlite in the workspace; env GRPO_LAB_DB)"),
     tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI (default sqlite in the workspace; env MLFLOW_TRACKING_URI)"),
     name: Optional[str] = typer.Option(None, help="sweep name (default: the matrix's name)"),
+    decide: bool = typer.Option(False, help="after each wave, decide every comparison and add seeds where one is open"),
+    budget: Optional[float] = typer.Option(None, help="--decide: device-hours for the whole sweep (default: the matrix's budget)"),
+    delta: float = typer.Option(0.02, help="--decide: equivalence margin on pass@1 (TOST within ±delta)"),
 ) -> None:
-    """Run every pending cell of a matrix; idempotent: finished runs are skipped, interrupted ones resume."""
+    """Run every pending cell of a matrix; idempotent: finished runs are skipped, interrupted ones resume.
+    With --decide, the matrix is the first wave: seeds are then added to the arms whose runs close the
+    most open comparisons per device-hour (anytime-valid confidence sequences, analysis/decide.py)."""
     from rich.markup import escape
 
     from grpo_lab import registry as reg
@@ -184,6 +189,8 @@ def sweep(
     except ConfigError as exc:
         fail(ConfigError(escape(str(exc))))
     show_plan(console, plan, every_cell=False)
+    if decide:
+        from grpo_lab import sequential  # noqa: F401 (its tables must exist before the registry opens)
     Session = open_registry(db, workspace)
     with Session() as session:
         sw = open_sweep(session, plan, matrix, opts, env=env_snapshot())
@@ -196,6 +203,7 @@ def sweep(
         progress = SweepProgress(console, len(sw.cells), sum(c.run.status in reg.DONE for c in sw.cells))
 
         def on_event(kind, cell, out):
+            progress.total = len(sw.cells)  # --decide adds cells between waves
             progress(kind, cell, out)
             if kind == "end":
                 mirror.log(cell)
@@ -205,6 +213,12 @@ def sweep(
                       f"runner {run_on.name} x{run_on.slots}; registry {Session.kw['bind'].url}")
         try:
             with progress:
+                if decide:
+                    from grpo_lab.sequential import DecideOptions, run_decide
+
+                    why = run_decide(session, sw, plan, run_on, opts, DecideOptions(budget=budget, delta=delta),
+                                     on_event=on_event, say=console.print)
+                    console.print(f"--decide stopped: {why}")
                 result = execute_sweep(session, sw, run_on, opts, on_event=on_event)
         finally:
             run_on.close()
