@@ -310,8 +310,9 @@ def resolve(data: dict, source: str = "<config>", lines: dict | None = None, ove
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a run config must be a mapping of keys to values")
     overrides = overrides or {}
-    if "tricks" in overrides:
+    if "tricks" in overrides:  # applied as the config's own tricks (in canonical order), not merged over them
         data = {**data, "tricks": overrides["tricks"]}
+        overrides = {k: v for k, v in overrides.items() if k != "tricks"}
     merged = deep_merge(apply_tricks(data, source), overrides)
     try:
         return RunConfig.model_validate(merged)

@@ -74,14 +74,33 @@ def same_dimension_pairs(names: list[str]) -> list[tuple[str, str, str]]:
     ]
 
 
-def apply_tricks(data: dict, source: str = "<config>") -> dict:
-    """Deep-merge each named trick's settings over the baseline `data`, in order (later wins)."""
+class TrickOrderWarning(UserWarning):
+    pass
+
+
+def _merge_all(data: dict, names: list[str], source: str) -> dict:
     from grpo_lab.config import deep_merge
 
-    names = list(data.get("tricks") or [])
-    merged = data
     for name in names:
-        merged = deep_merge(merged, get_trick(name, source).settings)
+        data = deep_merge(data, get_trick(name, source).settings)
+    return data
+
+
+def apply_tricks(data: dict, source: str = "<config>") -> dict:
+    """Deep-merge each named trick's settings over the baseline `data`, in order (later wins).
+
+    The merged `tricks` list is part of the run id, so tricks that commute (the same resolved
+    settings in either order, nearly always) are stored sorted: `[a, b]` and `[b, a]` are one run.
+    Where order changes the settings, the written order is kept (a distinct run) and warned about."""
+    names = list(data.get("tricks") or [])
+    merged = _merge_all(data, names, source)
+    canonical = sorted(names)
+    if canonical != names:
+        if _merge_all(data, canonical, source) == merged:
+            merged["tricks"] = canonical
+        else:
+            warnings.warn(f"{source}: the order of tricks {names} changes the resolved config "
+                          f"(later wins); this order is a run of its own", TrickOrderWarning)
     for dim, a, b in same_dimension_pairs(names):
         warnings.warn(f"{source}: tricks '{a}' and '{b}' both act on dimension '{dim}'", SameDimensionWarning)
     return merged

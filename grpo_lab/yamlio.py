@@ -13,18 +13,26 @@ class ConfigError(ValueError):
     """A user-facing configuration error: names the file, line and field, suggests a fix."""
 
 
-def _locate(node: yaml.Node, prefix: tuple = ()) -> dict[tuple, int]:
-    """Map every key path in a composed YAML tree to its 1-based line number."""
+def _locate(node: yaml.Node, source: Path, prefix: tuple = ()) -> dict[tuple, int]:
+    """Map every key path in a composed YAML tree to its 1-based line number.
+
+    PyYAML lets a repeated key silently replace the first (`seeds: [0]` ... `seeds: [5]` runs
+    seed 5 only), so a repeat is an error naming both lines."""
     lines: dict[tuple, int] = {}
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             path = prefix + (key_node.value,)
-            lines[path] = key_node.start_mark.line + 1
-            lines.update(_locate(value_node, path))
+            line = key_node.start_mark.line + 1
+            if path in lines and key_node.value != "<<":
+                dotted = ".".join(str(p) for p in path)
+                raise ConfigError(f"{source}:{line}: duplicate key '{dotted}' (first set on line "
+                                  f"{lines[path]}); keep one, the later would silently win")
+            lines[path] = line
+            lines.update(_locate(value_node, source, path))
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             lines[prefix + (i,)] = item.start_mark.line + 1
-            lines.update(_locate(item, prefix + (i,)))
+            lines.update(_locate(item, source, prefix + (i,)))
     return lines
 
 
@@ -41,7 +49,7 @@ def load_yaml(path: str | Path) -> tuple[Any, dict[tuple, int]]:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise ConfigError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    return data, (_locate(node) if node is not None else {})
+    return data, (_locate(node, path) if node is not None else {})
 
 
 def suggest(name: str, choices) -> str:

@@ -49,3 +49,29 @@ def test_run_id_changes_with_the_task_generator_version(monkeypatch):
     assert cfg.run_id() not in (v1, v2)
     math = RunConfig(model="tiny", task="math")  # version 1: the id is the plain config hash
     assert math.run_id() == hashlib.sha256(json.dumps(math.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def test_duplicate_yaml_key_names_file_line_and_key(tmp_path):
+    from grpo_lab.matrix import load_matrix
+
+    p = tmp_path / "m.yaml"
+    p.write_text("name: dup\nmodels: [tiny]\ntasks: [math]\nseeds: [0]\ntricks: [baseline]\nseeds: [5]\n")
+    with pytest.raises(ConfigError) as e:
+        load_matrix(p)
+    assert f"{p}:6" in str(e.value) and "duplicate key 'seeds'" in str(e.value) and "line 4" in str(e.value)
+    run = tmp_path / "run.yaml"
+    run.write_text("sampling:\n  temperature: 0.9\n  group_size: 4\n  temperature: 1.0\n")
+    with pytest.raises(ConfigError, match=r"run.yaml:4: duplicate key 'sampling.temperature'"):
+        load_config(run)
+
+
+def test_commuting_trick_order_is_one_run_and_order_that_matters_is_warned():
+    from grpo_lab.tricks import TrickOrderWarning
+
+    a = load_config(None, ["tricks=[ema_reference, quantile_norm]"])
+    b = load_config(None, ["tricks=[quantile_norm, ema_reference]"])
+    assert a.run_id() == b.run_id() and b.tricks == ["ema_reference", "quantile_norm"]
+    with pytest.warns(TrickOrderWarning, match="changes the resolved config"):
+        c = load_config(None, ["tricks=[quantile_norm, dr_grpo]"])
+    d = load_config(None, ["tricks=[dr_grpo, quantile_norm]"])
+    assert c.run_id() != d.run_id() and c.advantage != d.advantage  # order matters: two runs

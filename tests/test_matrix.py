@@ -25,7 +25,12 @@ def spec(**over):
 def test_generators_expand_to_their_trick_sets(gen, sets):
     cells = expand(spec(tricks=[gen]))
     assert [c.tricks for c in cells] == sets
-    assert all(c.config.tricks == list(c.tricks) for c in cells)
+    assert all(c.config.tricks == sorted(c.tricks) for c in cells)  # these commute: stored in canonical order
+
+
+def test_commuting_trick_orders_are_one_cell():
+    cells = expand(spec(tricks=[{"combos": [["quantile_norm", "ema_reference"], ["ema_reference", "quantile_norm"]]}]))
+    assert [c.tricks for c in cells] == [("quantile_norm", "ema_reference")]
 
 
 def test_axes_multiply_and_run_ids_are_stable_and_distinct():

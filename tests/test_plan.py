@@ -33,7 +33,7 @@ def test_ten_tricks_plan():
     assert len({c["run_id"] for c in p["cells"]}) == 78
     assert {c["task"] for c in p["cells"]} == {"math", "code", "logic"}
     assert p["totals"]["gpu_hours"] == sum(c["gpu_hours"] for c in p["cells"])
-    assert len(p["warnings"]) == 1 and "group_size_16+dynamic_temperature" in p["warnings"][0]
+    assert len(p["warnings"]) == 1 and "dynamic_temperature+ema_reference+group_size_16" in p["warnings"][0]
     six = [c for c in p["cells"] if len(c["tricks"]) == 6]
     assert len(six) == 6 and all(len(c["warnings"]) == 4 for c in six)
     assert p["fits"] is True
