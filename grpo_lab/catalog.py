@@ -114,3 +114,30 @@ def load_hardware(name: str) -> Hardware:
         line = lines.get(tuple(err["loc"]))
         where = f"{path}:{line}" if line else str(path)
         raise ConfigError(f"{where}: field '{field}': {err['msg']}") from None
+
+
+def check_available(card: ModelCard, timeout: float = 5.0) -> None:
+    """Fail fast, with one line, when a Hugging Face model can be neither read locally nor found
+    on the Hub. Loading it would first retry the network for about a minute, then print pages of
+    traceback; one short metadata request settles "no such repo" and "no network" at once."""
+    if card.kind != "hf" or not card.path or Path(card.path).expanduser().is_dir():
+        return
+    import huggingface_hub as hub
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    from grpo_lab.models.hf import hub_offline  # called by `run` only, which loads torch anyway
+
+    if isinstance(hub.try_to_load_from_cache(card.path, "config.json"), str):
+        return
+    if hub_offline():
+        raise ConfigError(f"model '{card.path}' is not in the local Hugging Face cache and HF_HUB_OFFLINE is set; "
+                          f"download it on a machine with network, or pass a local folder")
+    try:
+        hub.HfApi().model_info(card.path, timeout=timeout)
+    except RepositoryNotFoundError:
+        raise ConfigError(f"model '{card.path}' is not on the Hugging Face Hub (or is private: `huggingface-cli "
+                          f"login`); cards: {', '.join(known(MODELS))}{suggest(card.path, known(MODELS))}") from None
+    except Exception as exc:  # no network, DNS, proxy, timeout: all end the same way for the user
+        raise ConfigError(f"model '{card.path}' is not cached and the Hugging Face Hub is unreachable "
+                          f"({type(exc).__name__}: {exc}); pass a local folder, or run where the Hub can be "
+                          f"reached") from None

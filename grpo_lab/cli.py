@@ -39,7 +39,7 @@ def main() -> None:
 
 def fail(exc: Exception) -> None:
     console.print("[bold red]error:[/] ", end="")
-    console.print(str(exc), markup=False)
+    console.print(str(exc), markup=False, soft_wrap=True)  # one line per message, not wrapped to the terminal
     raise typer.Exit(2)
 
 
@@ -64,8 +64,11 @@ def run(
     from grpo_lab.trainer.grpo import train
     from grpo_lab.views import show_summary
 
-    try:
+    from grpo_lab.catalog import check_available, load_card
+
+    try:  # every check before anything is written: a bad name leaves no run folder behind
         cfg = load_config(config, set_)
+        check_available(load_card(cfg.model))
     except ConfigError as exc:
         fail(exc)
     out = out or Path("runs") / cfg.run_id()

@@ -230,6 +230,24 @@ class RunConfig(Strict):
     alarms: AlarmsConfig = AlarmsConfig()
     vllm: VLLMConfig = VLLMConfig()
 
+    @field_validator("task")
+    @classmethod
+    def _known_tasks(cls, task: str | list[str]) -> str | list[str]:
+        from grpo_lab.tasks import TASKS
+
+        for name in [task] if isinstance(task, str) else task:
+            if name not in TASKS:
+                raise ValueError(f"unknown task '{name}'{suggest(name, TASKS)}; tasks: {', '.join(TASKS)}")
+        return task
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, model: str) -> str:
+        from grpo_lab.catalog import load_card
+
+        load_card(model)  # a card, a Hugging Face id (org/name) or a local folder; else named with suggestions
+        return model
+
     @model_validator(mode="after")
     def _check(self) -> "RunConfig":
         ladder = self.sampling.group_ladder
@@ -285,13 +303,22 @@ def parse_set(items: list[str]) -> dict:
     return out
 
 
-def _explain(exc: ValidationError, source: str, lines: dict[tuple, int]) -> ConfigError:
+def _set_by(overrides: dict, loc: tuple) -> bool:
+    node: Any = overrides
+    for part in loc:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _explain(exc: ValidationError, source: str, lines: dict[tuple, int], overrides: dict) -> ConfigError:
     msgs = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not str(p).startswith("function-after"))
         field = ".".join(str(p) for p in loc) or "(root)"
         line = lines.get(loc) or next((lines[loc[:i]] for i in range(len(loc), 0, -1) if loc[:i] in lines), None)
-        where = f"{source}:{line}" if line else source
+        where = "--set" if loc and _set_by(overrides, loc) else f"{source}:{line}" if line else source
         if err["type"] == "extra_forbidden":
             model = RunConfig
             for part in loc[:-1]:
@@ -299,7 +326,8 @@ def _explain(exc: ValidationError, source: str, lines: dict[tuple, int]) -> Conf
             known = getattr(model, "model_fields", {}).keys()
             msgs.append(f"{where}: unknown key '{field}'{suggest(loc[-1], known)}")
         else:
-            msgs.append(f"{where}: field '{field}': {err['msg']} (got {err.get('input')!r})")
+            msg = err["msg"].removeprefix("Value error, ")
+            msgs.append(f"{where}: field '{field}': {msg} (got {err.get('input')!r})")
     return ConfigError("\n".join(msgs))
 
 
@@ -317,7 +345,7 @@ def resolve(data: dict, source: str = "<config>", lines: dict | None = None, ove
     try:
         return RunConfig.model_validate(merged)
     except ValidationError as exc:
-        raise _explain(exc, source, lines or {}) from None
+        raise _explain(exc, source, lines or {}, overrides) from None
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:

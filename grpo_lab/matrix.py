@@ -18,7 +18,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from grpo_lab.catalog import load_card
+from grpo_lab.catalog import load_card, load_hardware
 from grpo_lab.config import RunConfig, Strict, deep_merge, resolve
 from grpo_lab.tasks import TASKS
 from grpo_lab.tricks import SameDimensionWarning, load_catalog, same_dimension_pairs
@@ -80,6 +80,12 @@ class BudgetSpec(Strict):
     @classmethod
     def _tier_text(cls, v: Any) -> Any:
         return str(v) if isinstance(v, int) else v  # `tier: 100` is an int in YAML
+
+    @field_validator("hardware")
+    @classmethod
+    def _known_hardware(cls, v: str) -> str:
+        load_hardware(v)  # an unknown profile is reported at its line in the matrix, with suggestions
+        return v
 
     @model_validator(mode="after")
     def _one_limit(self) -> "BudgetSpec":
