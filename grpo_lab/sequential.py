@@ -190,3 +190,15 @@ def _arms(plan: Plan) -> dict[tuple[str, str], list[str]]:
         if key not in out.setdefault((c.model, c.task), []):
             out[(c.model, c.task)].append(key)
     return out
+
+
+def report_rows(session: Session, sweep: reg.Sweep) -> dict:
+    """{"waves": [...], "verdicts": [...]} as the report's decisions section reads them; empty
+    lists for a sweep that never ran with --decide."""
+    ws = [{"wave": w.wave, "hours": w.hours, "runs": w.runs, "significant": w.significant,
+           "equivalent": w.equivalent, "open": w.open, "added": len(json.loads(w.added_json))}
+          for w in waves(session, sweep)]
+    vs = [{"name": v.name, "kind": v.kind, "model": v.model, "task": v.task, "target": v.target, "est": v.est,
+           "radius": v.radius, "verdict": v.verdict, "wave": v.wave, "hours": v.hours}
+          for v in session.scalars(select(DecideVerdict).where(DecideVerdict.sweep_id == sweep.id))]
+    return {"waves": ws, "verdicts": vs}

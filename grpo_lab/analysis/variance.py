@@ -21,9 +21,14 @@ meets the bound; without the σ²_v term this is the classic P* = √(σ²_e c_t
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
+import polars as pl
 from scipy import stats
 
+from grpo_lab.analysis import paired
 from grpo_lab.analysis.interactions import BASELINE
 from grpo_lab.analysis.paired import two_way
 
@@ -93,3 +98,21 @@ def budget(c: dict, hours_train: float, hours_eval: float, delta: float, alpha: 
         "best_problems": int(P_GRID[best]), "best_seeds": float(n_grid[best]), "hours_best": float(total[best]),
         "delta": delta,
     }
+
+
+def run_hours(folder: Path) -> tuple[float, float]:
+    """(hours outside eval, hours in eval) of one finished run, from its summary."""
+    summary = json.loads((Path(folder) / "summary.json").read_text())
+    by_phase = summary.get("device_hours_by_phase") or {}
+    total = summary.get("device_hours") or sum(by_phase.values())
+    return total - by_phase.get("eval", 0.0), by_phase.get("eval", 0.0)
+
+
+def budget_frame(runs: list[tuple[dict, Path]], delta: float = 0.02) -> pl.DataFrame:
+    """One `budget` row per (model, task) whose runs wrote per-problem records; each item of
+    `runs` is (labels with model, task, tricks, seed; finished run folder)."""
+    rows = []
+    for (model, task), arms in paired.cell_matrices(paired.problem_frame(runs)).items():
+        hours = np.mean([run_hours(f) for lab, f in runs if (lab["model"], lab["task"]) == (model, task)], axis=0)
+        rows.append({"model": model, "task": task, **budget(components(arms), hours[0], hours[1], delta)})
+    return pl.DataFrame(rows)

@@ -1,6 +1,6 @@
 """A sweep's report inputs: its finished run folders, analysed, plus the registry's accounting.
 
-The study's compute split (STUDY.md, "How the study spends"): *sampling and eval* = the rollout,
+The study's compute split (docs/study.md, "How the study spends"): *sampling and eval* = the rollout,
 reward and eval phases of the attempts that counted; *search and reruns* = attempts that did not
 count (failed, interrupted: wasted compute); *main matrix* = everything else the counted
 attempts spent (training, reference forwards, set-up). A tune's sweep (`tune-<name>`) is search, all of it.
@@ -12,11 +12,14 @@ import json
 from pathlib import Path
 
 import polars as pl
+from sqlalchemy.orm import object_session
 
 from grpo_lab import registry as reg
+from grpo_lab import sequential  # its decide_* tables exist once a registry is opened after this import
 from grpo_lab.analysis.interactions import effects, interactions
 from grpo_lab.analysis.results import frame_from_run_dirs
 from grpo_lab.analysis.run_metrics import events_frame, steps_frame
+from grpo_lab.analysis.variance import budget_frame
 from grpo_lab.report.inputs import ReportData
 
 SAMPLING_PHASES = ("rollout", "reward", "eval")
@@ -74,6 +77,8 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
         runs=runs, steps=steps, events=events,
         effects=effects(runs, metric, logit=logit), interactions=interactions(runs, metric, logit=logit),
         costs=costs(sweep, cells, effective), env=json.loads(sweep.env_json or "{}"),
+        variance=budget_frame([(c.labels(), Path(c.run.out_dir)) for c in cells]),
+        decisions=sequential.report_rows(session, sweep) if (session := object_session(sweep)) else {},
         meta={"sweep": sweep.name, "matrix": matrix, "metric": metric, "created": sweep.created_at.isoformat(),
               "commands": [f"grpo-lab plan {matrix}", f"grpo-lab sweep {matrix}",
                            f"grpo-lab report {sweep.name} --metric {metric}"]},

@@ -63,7 +63,8 @@ class ReportData:
     effects: trick set vs baseline on `meta["metric"]`; interactions: one row per combination;
     events: alarm events (may be empty); costs: unit, by_phase, total, wasted, split,
     price_per_gpu_hour, cost_per_effective_sample; env: environment snapshot; meta: sweep (or
-    name), matrix (or matrix_path), metric, created (or created_at), commands (list[str])."""
+    name), matrix (or matrix_path), metric, created (or created_at), commands (list[str]);
+    variance and decisions: the "decisions" section, shown when either is given."""
 
     runs: pl.DataFrame
     steps: pl.DataFrame
@@ -73,6 +74,8 @@ class ReportData:
     costs: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    variance: pl.DataFrame = field(default_factory=pl.DataFrame)  # analysis.variance.budget_frame
+    decisions: dict[str, Any] = field(default_factory=dict)  # --decide: waves, verdicts (sequential.report_rows)
 
     def __post_init__(self) -> None:
         self.runs = conform(self.runs, RUNS_SCHEMA)

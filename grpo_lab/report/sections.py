@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from grpo_lab.report import fmt, tables
+from grpo_lab.report.decisions import decision_blocks, variance_blocks
 from grpo_lab.report.document import Block, Code, Document, Image, Paragraph, Section, Table
 from grpo_lab.report.inputs import KEYS, ReportData
 from grpo_lab.report.verdicts import VerdictPolicy
@@ -163,6 +164,9 @@ def build_document(p: Parts) -> Document:
         Section("environment", "Environment", _environment(p.data)),
         Section("reproduce", "Reproduce", _reproduce(p.data)),
     ]
+    decided = decision_blocks(p.data.decisions, unit) + variance_blocks(p.data.variance, unit)
+    if decided:
+        sections.insert(5, Section("decisions", "Decisions and variance budget", decided))
     if p.data.runs["model"].n_unique() <= 1:
         # One model: the summary names it; a constant column would only push tables wider.
         for section in sections:

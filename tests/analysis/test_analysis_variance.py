@@ -45,3 +45,23 @@ def test_shares_split_an_arm_variance_into_seeds_and_eval():
     b = variance.budget(c, 0.01, 0.001, 0.02)
     assert b["share_seed"] == pytest.approx((0.01 / 4) / (0.01 / 4 + 0.1 / 400 + 0.001 / 100))
     assert b["share_seed"] + b["share_eval"] == pytest.approx(1.0)
+
+
+def test_budget_frame_reads_run_folders(tmp_path):
+    import json
+
+    rng = np.random.default_rng(1)
+    runs = []
+    for key, (seeds, Y) in cell(rng, n=3, P=30, arms=3).items():
+        for s, row in zip(seeds, Y):
+            folder = tmp_path / f"{key}-{s}"
+            (folder / "eval").mkdir(parents=True)
+            rows = [{"task": "math", "uid": f"p{i}", "samples": 4, "passes": int(np.clip(round(4 * y), 0, 4)),
+                     "reward_mean": 0.0} for i, y in enumerate(row)]
+            (folder / "eval" / "problems-000010.json").write_text(json.dumps({"step": 9, "rows": rows}))
+            (folder / "summary.json").write_text(json.dumps(
+                {"device_hours": 0.02, "device_hours_by_phase": {"train": 0.018, "eval": 0.002}}))
+            runs.append(({"model": "tiny", "task": "math", "tricks": "" if key == "baseline" else key, "seed": s}, folder))
+    frame = variance.budget_frame(runs, delta=0.05)
+    assert frame.height == 1 and frame["problems"][0] == 30 and frame["seeds"][0] == 3
+    assert 0 <= frame["share_seed"][0] <= 1 and frame["hours_best"][0] <= frame["hours_now"][0]
