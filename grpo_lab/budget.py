@@ -124,7 +124,7 @@ def estimate_cells(cells: list[Cell], hardware: Hardware) -> list[Estimate]:
     return out
 
 
-# ---- budget-tier presets (STUDY.md "Budget tiers") ----
+# ---- budget-tier presets (docs/study.md "Budget tiers") ----
 
 STUDY_STEPS, MIN_STEPS = 600, 100
 SEEDS = {"100": 1, "1k": 2, "10k": 3}
@@ -223,12 +223,12 @@ def _preset(tier: str, model: str, task: str, hardware: str) -> tuple[dict, list
     else:
         fit = (f"steps: scaled from {start} to {base['steps']} so that {cells} cells fit: "
                f"{fmt_hours(hours)} of {limit:,.0f} {hw.unit} on {hw.name}")
-    return matrix, [f"tier {tier} (STUDY.md): {TIER_TEXT[tier]}", fit, *notes]
+    return matrix, [f"tier {tier} (docs/study.md): {TIER_TEXT[tier]}", fit, *notes]
 
 
 def preset(tier: str, model: str, task: str, hardware: str = "h800") -> dict:
     """The matrix dict of a budget tier (100 / 1k / 10k GPU-hours) for one model and task,
-    following STUDY.md "Budget tiers", with steps chosen so that its estimate fits the tier."""
+    following docs/study.md "Budget tiers", with steps chosen so that its estimate fits the tier."""
     return _preset(tier, model, task, hardware)[0]
 
 

@@ -73,7 +73,7 @@ class Hardware(BaseModel):
 
     @property
     def unit(self) -> str:
-        """GPU-hours on GPUs; device-hours (core-hours here) on CPUs, labelled as such (DESIGN §5)."""
+        """GPU-hours on GPUs; device-hours (core-hours here) on CPUs, labelled as such (docs/design.md §5)."""
         return "GPU-hours" if self.kind == "gpu" else "device-hours"
 
 

@@ -1,7 +1,7 @@
 """Ablation matrices: a YAML spec (models x tasks x trick sets x seeds) expanded into resolved runs.
 
 A cell's run id is the hash of its fully resolved RunConfig, so two spellings of the same run
-collapse into one cell and a finished run is recognised in any later sweep (DESIGN §2).
+collapse into one cell and a finished run is recognised in any later sweep (docs/design.md §2).
 Errors name the matrix file, the line and the field, as run-config errors do.
 """
 
@@ -25,7 +25,7 @@ from grpo_lab.tricks import SameDimensionWarning, load_catalog, same_dimension_p
 from grpo_lab.yamlio import ConfigError, load_yaml, suggest
 
 DEFAULT_HARDWARE = "cpu"  # the box grpo-lab runs on without a GPU
-TIERS = {"100": 100.0, "1k": 1_000.0, "10k": 10_000.0}  # STUDY.md "Budget tiers", in GPU-hours
+TIERS = {"100": 100.0, "1k": 1_000.0, "10k": 10_000.0}  # docs/study.md "Budget tiers", in GPU-hours
 _TYPE_TAGS = {"str", "int", "float", "bool"}
 GENERATORS = ("baseline", "singles", "combos", "pairs", "leave_one_out")
 

@@ -1,5 +1,5 @@
 """A plan: every cell of a matrix with its estimated cost, the totals, the same-dimension warnings
-and whether it fits its budget, all before any compute is spent (DESIGN §2, §6)."""
+and whether it fits its budget, all before any compute is spent (docs/design.md §2, §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Trick effects and interactions over seeds (DESIGN.md §6).
+"""Trick effects and interactions over seeds (docs/design.md §6).
 
 Input: a results frame, one row per run: model, task, tricks ('+'-joined; '' or 'baseline' for
 the baseline), seed, metric columns, optionally `collapsed`. Within one (model, task) every
@@ -266,7 +266,7 @@ def interactions(df: pl.DataFrame, metric: str, *, delta: float | None = None, a
                  logit: bool = False, variance: str = "pooled") -> pl.DataFrame:
     """Interaction of every multi-trick set whose singles and baseline ran in its cell, one row
     each (INTERACTION_SCHEMA). q_value: BH over all rows (the screening flag); p_holm: Holm,
-    for a claim that must hold family-wise. `flagged` is DESIGN §6's negative interaction:
+    for a claim that must hold family-wise. `flagged` is docs/design.md §6's negative interaction:
     interaction < −δ with q ≤ α, or a collapse only in the combination. δ (`delta`, in metric
     units, logit units with logit=True) defaults to the cell's seed-to-seed noise σ: an
     interaction smaller than one seed's wobble is not worth a claim at any seed count.

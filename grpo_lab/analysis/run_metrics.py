@@ -1,5 +1,5 @@
 """Per-run metrics from a run's step series: convergence, oscillation, pass@k, length trend,
-stability (STUDY.md "How the study spends and measures": four metrics read together).
+stability (docs/study.md "How the study spends and measures": four metrics read together).
 
 The kernels are pure numpy over the last axis, so one call scores one run (shape (T,)) or R runs
 of equal length at once (shape (R, T)); `series_metrics` batches the runs of a long step frame

@@ -1,4 +1,4 @@
-"""Group diversity (STUDY.md "New settings": sample groups for ~20 representative prompts and check
+"""Group diversity (docs/study.md "New settings": sample groups for ~20 representative prompts and check
 that the G outputs cover different solution paths; "Monitoring": a unique-sample ratio per group
 below 60% makes advantages collapse to zero). Pure functions of answers and texts.
 

@@ -1,4 +1,4 @@
-"""The software environment (grpo_lab.environment) against a pinned snapshot (STUDY.md: pin Python,
+"""The software environment (grpo_lab.environment) against a pinned snapshot (docs/study.md: pin Python,
 PyTorch, vLLM, CUDA)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reward-signal statistics over fixed samples (STUDY.md "Budget tiers": score 1,000 fixed samples
+"""Reward-signal statistics over fixed samples (docs/study.md "Budget tiers": score 1,000 fixed samples
 with every reward component, look at variance and outliers). Pure functions of [N, G] tensors.
 
 Outliers are counted two ways. Tukey fences (beyond 1.5 x IQR from the quartiles) are reported

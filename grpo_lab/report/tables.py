@@ -15,7 +15,7 @@ INTERACTION_TONES: dict[str, Tone] = {
     **{v: "bad" for v in HARM_VERDICTS}, "below_best_single": "warn", "additive": "good",
     "synergy": "good", "inconclusive": "neutral",
 }
-# The study's split of its budget (STUDY.md): main matrix 60%, search and reruns 15%, rest 25%.
+# The study's split of its budget (docs/study.md): main matrix 60%, search and reruns 15%, rest 25%.
 STUDY_SPLIT = {"main matrix": 0.60, "search and reruns": 0.15, "sampling and eval": 0.25}
 
 

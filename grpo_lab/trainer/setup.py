@@ -93,7 +93,7 @@ class Run:
 
 
 def device_hours(timing: dict, wall: float, devices: int, device_type: str, effective_samples: int) -> dict:
-    """What the run cost: hours(phase) = seconds(phase) * devices / 3600 (DESIGN section 5).
+    """What the run cost: hours(phase) = seconds(phase) * devices / 3600 (docs/design.md section 5).
 
     `idle` = wall - the timed phases (logging, alarms, Python between phases), so the phases sum
     to wall * devices / 3600, the run's device-hours. Off CUDA a device is one process (one core

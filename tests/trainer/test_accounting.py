@@ -9,7 +9,7 @@ PHASES = {"setup", "rollout", "reward", "reference", "advantage", "train", "eval
 
 
 def check_cost(s: dict) -> None:
-    """The phases' device-hours add up to the run's wall time on its devices (DESIGN section 5)."""
+    """The phases' device-hours add up to the run's wall time on its devices (docs/design.md section 5)."""
     assert set(s["device_hours_by_phase"]) == PHASES
     expected = s["wall_seconds"] * s["devices"] / 3600
     assert sum(s["device_hours_by_phase"].values()) == pytest.approx(expected, rel=0.05)
