@@ -136,7 +136,7 @@ def preset(
     hardware: str = typer.Option("h800", help="hardware profile in experiments/hardware/"),
     out: Optional[Path] = typer.Option(None, help="output file (default matrices/preset-<tier>-<model>-<task>.yaml)"),
 ) -> None:
-    """Write a budget-tier matrix (STUDY.md "Budget tiers") whose estimate fits the tier, and summarise its plan."""
+    """Write a budget-tier matrix (docs/study.md "Budget tiers") whose estimate fits the tier, and summarise its plan."""
     from rich.markup import escape
 
     from grpo_lab.budget import preset_yaml
@@ -229,6 +229,8 @@ def sweep(
         console.print(runs_table(sw))
         console.print(f"executed {len(result.executed)} attempt(s), skipped {result.skipped} finished run(s): "
                       f"{result.counts}; MLflow: grpo-lab ui --workspace {workspace}")
+        for rid, why in result.blocked.items():
+            console.print(f"[bold red]not retried:[/] {rid}: {escape(why)}", highlight=False)
         if result.counts["failed"]:
             raise typer.Exit(1)
 
@@ -334,7 +336,7 @@ def interactions_cmd(
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
     workspace: Path = typer.Option(Path(".grpo-lab"), help="the sweep's workspace (when SOURCE is a sweep name)"),
 ) -> None:
-    """Flag trick combinations that do worse than their single tricks predict (DESIGN.md section 6)."""
+    """Flag trick combinations that do worse than their single tricks predict (docs/design.md section 6)."""
     from rich.markup import escape
 
     from grpo_lab.analysis import results

@@ -22,7 +22,7 @@ from grpo_lab import tracking
 from grpo_lab.catalog import load_card
 from grpo_lab.matrix import load_matrix
 from grpo_lab.plan import Plan, make_plan
-from grpo_lab.runners.base import Job, Outcome, Runner
+from grpo_lab.runners.base import Job, Outcome, Runner, retryable
 from grpo_lab.runners.worker import read_json
 from grpo_lab.yamlio import ConfigError
 
@@ -42,6 +42,7 @@ class SweepResult:
     counts: dict[str, int]
     executed: list[str] = field(default_factory=list)  # run ids trained (attempts started) in this call
     skipped: int = 0  # runs already finished before this call
+    blocked: dict[str, str] = field(default_factory=dict)  # run id -> why it is not retried (sweep.blocked)
 
 
 def plan_for(matrix: Path, opts: SweepOptions) -> Plan:
@@ -76,21 +77,42 @@ def recover(session: Session, sweep: reg.Sweep) -> int:
             if attempt.status != "running":
                 continue
             result = read_json(Path(cell.run.out_dir) / f"result-{attempt.number}.json")
+            beat = read_json(Path(cell.run.out_dir) / "heartbeat.json") or {}
+            mine = beat.get("attempt") == attempt.number
             if result:  # the attempt ended after the driver died: take its own word for it
                 hours = result.get("wall_seconds", 0.0) * cell.run.devices / 3600
+                attempt.start_step = result.get("start_step", attempt.start_step)
                 reg.end_attempt(session, attempt, result["status"], hours, result.get("error"))
             else:
-                beat = read_json(Path(cell.run.out_dir) / "heartbeat.json") or {}
-                hours = ((beat["updated"] - beat["started"]) * cell.run.devices / 3600
-                         if beat.get("attempt") == attempt.number else 0.0)
+                hours = (beat["updated"] - beat["started"]) * cell.run.devices / 3600 if mine else 0.0
+                attempt.start_step = beat.get("start_step", attempt.start_step) if mine else attempt.start_step
                 reg.end_attempt(session, attempt, "interrupted", hours, "the sweep driver stopped during this attempt")
             n += 1
     return n
 
 
 def start_step(run_dir: Path) -> int:
+    """Where the next attempt will likely resume: a provisional value, replaced by the step the
+    attempt reports it resumed from (its checkpoint's) when it ends; the heartbeat may be past it."""
     beat = read_json(run_dir / "heartbeat.json")
     return int(beat["step"]) if beat else 0
+
+
+def blocked(run: reg.Run) -> str | None:
+    """Why a failed run must not be tried again yet: its last attempt failed in a way a retry
+    repeats (runners.base.NON_RETRYABLE) and the file it names is still there. None: try it."""
+    last = run.attempts[-1] if run.attempts else None
+    if run.status != "failed" or last is None or retryable(last.error):
+        return None
+    if not (Path(run.out_dir) / "checkpoint.pt").exists():
+        return None  # the user removed the damaged checkpoint: the run starts over
+    return (last.error or "").splitlines()[0]
+
+
+def sweep_status(counts: dict[str, int]) -> str:
+    """finished when every cell is done, failed when the rest failed, else pending (more to run)."""
+    left = sum(n for s, n in counts.items() if s not in reg.DONE)
+    return "finished" if left == 0 else "failed" if left == counts.get("failed", 0) else "pending"
 
 
 def prepare_dir(run: reg.Run) -> Path:
@@ -107,8 +129,10 @@ def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
     `on_event(kind, cell, outcome)` is told of "start" and "end" (for progress and tracking)."""
     cells = sorted(sweep.cells, key=lambda c: c.position)
     by_run = {c.run_id: c for c in cells}
-    todo = [c for c in cells if c.run.status not in reg.DONE]
-    result = SweepResult(sweep.name, {}, skipped=len(cells) - len(todo))
+    result = SweepResult(sweep.name, {})
+    result.blocked = {c.run_id: why for c in cells if (why := blocked(c.run))}
+    todo = [c for c in cells if c.run.status not in reg.DONE and c.run_id not in result.blocked]
+    result.skipped = len(cells) - len(todo) - len(result.blocked)
     tries = dict.fromkeys(by_run, 0)
     running: dict[str, reg.Attempt] = {}
     host = socket.gethostname()
@@ -127,7 +151,9 @@ def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
             for out in runner.poll(timeout=1.0):
                 attempt = running.pop(out.job.run_id)
                 cell = by_run[out.job.run_id]
-                retry = out.status == "failed" and tries[cell.run_id] <= opts.retries
+                retry = out.status == "failed" and retryable(out.error) and tries[cell.run_id] <= opts.retries
+                if out.start_step is not None:
+                    attempt.start_step = out.start_step
                 reg.end_attempt(session, attempt, out.status, out.wall_seconds * cell.run.devices / 3600,
                                 out.error, retry=retry)
                 if retry:
@@ -145,6 +171,8 @@ def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
                 reg.end_attempt(session, attempt, "interrupted", max(secs, 0) * attempt.run.devices / 3600,
                                 "the sweep was interrupted")
     result.counts = reg.counts(session, sweep)
+    sweep.status = sweep_status(result.counts)
+    session.commit()
     return result
 
 

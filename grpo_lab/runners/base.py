@@ -34,6 +34,7 @@ class Outcome:
     error: str | None
     summary: dict | None
     wall_seconds: float
+    start_step: int | None = None  # the step the attempt resumed from (None: it trained no step)
 
 
 class Runner(Protocol):
@@ -108,8 +109,19 @@ def make_runner(profile: RunnerProfile, workspace: Path, max_parallel: int | Non
     return LocalRunner(slots, profile.gpus)
 
 
+# Failures that fail again the same way until the user acts (the error says how): not retried by
+# --retries, nor by a later sweep while the cause is still there (sweep.blocked).
+NON_RETRYABLE = ("CorruptCheckpointError",)
+
+
+def retryable(error: str | None) -> bool:
+    """Whether an attempt's error (worker.execute writes it as 'ExceptionName: message...') may pass on a retry."""
+    return not (error or "").startswith(tuple(f"{name}:" for name in NON_RETRYABLE))
+
+
 def outcome_from(job: Job, result: dict | None, fallback_error: str, wall: float) -> Outcome:
     """An Outcome from worker.execute's result (None when the attempt died without one)."""
     if not result:
         return Outcome(job, "failed", fallback_error, None, wall)
-    return Outcome(job, result["status"], result.get("error"), result.get("summary"), result.get("wall_seconds", wall))
+    return Outcome(job, result["status"], result.get("error"), result.get("summary"), result.get("wall_seconds", wall),
+                   result.get("start_step"))

@@ -94,13 +94,17 @@ def execute(run_dir: str | Path, attempt: int, devices: int = 1) -> dict:
     t0, host = time.time(), socket.gethostname()
     result = {"attempt": attempt, "host": host, "error": None, "summary": None}
     with locked(run_dir):
+        reused = None
         try:
-            summary = finished_summary(run_dir)
+            summary = reused = finished_summary(run_dir)
             if summary is None:
                 cfg = RunConfig.model_validate(read_json(run_dir / "config.json"))
                 beat = {"attempt": attempt, "started": t0, "host": host, "steps": cfg.steps}
 
                 def on_step(step: int, metrics: dict) -> None:
+                    # the first step of this attempt is where it resumed (its checkpoint's step)
+                    beat.setdefault("start_step", step)
+                    result["start_step"] = beat["start_step"]
                     write_json(run_dir / "heartbeat.json", {**beat, "updated": time.time(), "step": step + 1,
                                                             "reward": metrics.get("reward/mean")})
 
@@ -111,7 +115,10 @@ def execute(run_dir: str | Path, attempt: int, devices: int = 1) -> dict:
         except Exception as exc:  # reported to the driver, which records it and may retry
             result["status"] = "failed"
             result["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
-        result["wall_seconds"] = time.time() - t0
+        # A run finished by an attempt this registry no longer knows (a lost or new registry) is
+        # accounted at what its summary says it cost, not the second spent finding it.
+        result["wall_seconds"] = reused.get("wall_seconds", 0.0) if reused else time.time() - t0
+        result["reused"] = reused is not None
         write_json(run_dir / f"result-{attempt}.json", result)
     return result
 

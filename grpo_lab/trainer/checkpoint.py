@@ -39,12 +39,31 @@ def save(run, next_step: int, out_dir: Path) -> None:
     os.replace(tmp, out_dir / NAME)
 
 
+class CorruptCheckpointError(RuntimeError):
+    """A checkpoint that cannot be read. Retrying reads the same bytes, so the sweep does not retry
+    it (runners/base.NON_RETRYABLE); the message says how to fix it."""
+
+
+def read(path: Path, device) -> dict:
+    try:
+        state = torch.load(path, map_location=device, weights_only=False)
+    except Exception as exc:  # truncated, overwritten or not a torch file: all unreadable the same way
+        raise CorruptCheckpointError(
+            f"checkpoint {path} cannot be read ({type(exc).__name__}: {str(exc)[:200]}). It is damaged "
+            f"(a full disk, a cut copy?): delete it to restart this run from step 0 (rm {path}), or put "
+            f"back an intact copy, then run again; retrying as it is cannot succeed") from None
+    if not isinstance(state, dict) or not {"next_step", "run_id", "policy"} <= set(state):
+        raise CorruptCheckpointError(f"checkpoint {path} is not a grpo-lab checkpoint (no next_step, run_id, "
+                                     f"policy): delete it (rm {path}) to restart this run from step 0")
+    return state
+
+
 def load(run, out_dir: Path) -> bool:
     """Restore `run` from out_dir's checkpoint if there is one for the same config."""
     path = out_dir / NAME
     if not path.exists():
         return False
-    state = torch.load(path, map_location=run.device, weights_only=False)
+    state = read(path, run.device)
     if state["run_id"] != run.cfg.run_id():
         raise RuntimeError(f"{path} belongs to run {state['run_id']}, not {run.cfg.run_id()}: use another --out")
     run.policy.load_state_dict(state["policy"])
