@@ -68,7 +68,9 @@ class DecideVerdict(reg.Base):
 
 @dataclass
 class DecideOptions:
-    budget: float | None = None  # device-hours for the whole sweep, first wave included
+    # device-hours for the whole sweep; wave 0 (the matrix) always runs in full, the budget bounds
+    # the waves added after it
+    budget: float | None = None
     delta: float = 0.02  # equivalence margin on pass@1
     alpha: float = 0.05  # family-wise, over all comparisons and waves
     wave: int | None = None  # runs per added wave (default: the runner's slots)
@@ -128,8 +130,7 @@ def record(session: Session, sweep: reg.Sweep, wave: int, rows: list[dict], hour
             session.add(v)
         if v.verdict != "open":
             continue
-        finite = lambda x: x if x is not None and math.isfinite(x) else None  # noqa: E731
-        v.est, v.radius, v.t, v.sigma = finite(row["est"]), finite(row["radius"]), row["t"], finite(row["sigma"])
+        v.est, v.radius, v.t, v.sigma = _finite(row["est"]), _finite(row["radius"]), row["t"], _finite(row["sigma"])
         if row["verdict"] != "open":
             v.verdict, v.wave, v.hours = row["verdict"], wave, hours
     counts = {k: sum(r["verdict"] == k for r in rows) for k in dec.VERDICTS}
@@ -137,6 +138,10 @@ def record(session: Session, sweep: reg.Sweep, wave: int, rows: list[dict], hour
     session.add(w)
     session.flush()
     return w
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None  # SQL has no inf or NaN
 
 
 def previous_rows(session: Session, sweep: reg.Sweep) -> dict[str, dict]:

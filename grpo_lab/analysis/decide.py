@@ -170,36 +170,44 @@ def decide(comps: list[Comparison], scores: dict[tuple[str, str], dict[str, list
     return rows, {**metrics, "alpha_each": a, "mixing_width": r}
 
 
+def _t_or_zero(coefs, n: dict[str, float]) -> float:
+    return effective_seeds(coefs, n) if min(n[a] for a, _ in coefs) > 0 else 0.0
+
+
 def allocate(comps: list[Comparison], rows: list[dict], n: dict[tuple[str, str, str], int],
              cost: dict[tuple[str, str, str], float], slots: int, *, alpha: float, delta: float,
              family: int | None = None, most: int = 64) -> tuple[dict[tuple[str, str, str], int], dict]:
     """The next wave: `slots` runs, one at a time to the arm (model, task, key) whose next seed
-    closes the most open comparisons per device-hour. A comparison's progress from one seed is
-    Δt / (t* − t), t* the effective seeds at which its sequence would close if the current
-    estimate were the truth (the radius reaches max(|θ̂|, δ − |θ̂|), the nearer verdict).
-    Arms at `most` seeds get none. Returns ({arm: added seeds}, metrics)."""
+    closes the most open comparisons per device-hour:
+
+        score(a) = Σ_{open c ∋ a} min(1, (t_c(n + e_a) − t_c(n)) / (t*_c − t_c(n))) / cost(a)
+
+    t*_c the effective seeds at which c's sequence would close if its current estimate were the
+    truth (the radius reaches max(|θ̂|, δ − |θ̂|), the nearer verdict). Arms at `most` seeds get
+    none. Returns ({arm: added seeds}, metrics)."""
     a = alpha / (family or len(comps))
     r = mixing_width(a)
     by_name = {row["name"]: row for row in rows}
-    open_ = [(c, by_name[c.name]) for c in comps if by_name[c.name]["verdict"] == "open"]
+    open_ = [c for c in comps if by_name[c.name]["verdict"] == "open"]
     need = {}
-    for c, row in open_:
+    for c in open_:
+        row = by_name[c.name]
         est = row["est"] if np.isfinite(row["est"]) else 0.0
-        gap = max(abs(est), delta - abs(est))
-        need[c.name] = seeds_to_close(gap, row["sigma"], a, r) if np.isfinite(row["sigma"]) else np.inf
-    planned = dict(n)
-    added: dict[tuple[str, str, str], int] = {}
+        ok = row["sigma"] is not None and np.isfinite(row["sigma"])
+        need[c.name] = seeds_to_close(max(abs(est), delta - abs(est)), row["sigma"], a, r) if ok else np.inf
+    planned, added = dict(n), {}
     for _ in range(slots):
         score: dict[tuple[str, str, str], float] = {}
-        for c, _row in open_:
+        for c in open_:
             cur = {k: float(planned.get((c.model, c.task, k), 0)) for k, _ in c.coefs}
-            t = effective_seeds(c.coefs, cur) if min(cur.values()) > 0 else 0.0
-            for k, _w in c.coefs:
+            t = _t_or_zero(c.coefs, cur)
+            for k, _ in c.coefs:
                 arm = (c.model, c.task, k)
                 if planned.get(arm, 0) >= most:
                     continue
-                more = effective_seeds(c.coefs, {**cur, k: cur[k] + 1}) if min({**cur, k: cur[k] + 1}.values()) > 0 else 0.0
-                gain = (more - t) / max(need[c.name] - t, 1e-9) if np.isfinite(need[c.name]) else 1.0
+                # without a noise estimate yet (one seed per arm) every seed of the comparison counts fully
+                gain = ((_t_or_zero(c.coefs, {**cur, k: cur[k] + 1}) - t) / max(need[c.name] - t, 1e-9)
+                        if np.isfinite(need[c.name]) else 1.0)
                 score[arm] = score.get(arm, 0.0) + min(gain, 1.0) / max(cost.get(arm, 1.0), 1e-12)
         if not score:
             break

@@ -80,3 +80,11 @@ def test_radius_shrinks_with_seeds_and_seeds_to_close_inverts_it():
     t = decide.seeds_to_close(0.01, 0.02, 0.001, r)
     assert float(decide.radius(t, 0.02, 0.001, r)) == pytest.approx(0.01, rel=1e-3)
     assert decide.radius(2 * t, 0.02, 0.001, r) < decide.radius(t, 0.02, 0.001, r)
+
+
+def test_one_seed_per_arm_still_gets_a_second_wave():
+    comps = decide.comparisons({("m", "t"): KEYS})
+    rows, m = decide.decide(comps, scores_for({}, 1), alpha=0.05, delta=0.005)
+    assert m["open"] == len(comps)  # no noise estimate: nothing can be decided
+    added, _ = decide.allocate(comps, rows, {("m", "t", k): 1 for k in KEYS}, {}, slots=6, alpha=0.05, delta=0.005)
+    assert sum(added.values()) == 6
