@@ -215,6 +215,8 @@ class RunConfig(Strict):
     device: str = "auto"
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     engine: Literal["torch", "vllm"] = "torch"
+    # How the code task isolates model-written programs; unsafe-local is for trusted code only.
+    sandbox: Literal["bwrap", "unsafe-local"] = "bwrap"
     checkpoint_every: int = Field(25, ge=1)
     tricks: list[str] = []
     sampling: SamplingConfig = SamplingConfig()
@@ -268,6 +270,8 @@ class RunConfig(Strict):
         from grpo_lab.tasks import TASKS  # tasks import nothing from here; config loads first
 
         dump = self.model_dump(mode="json")
+        if dump["sandbox"] == "bwrap":  # honest programs score the same either way; ids predate it
+            del dump["sandbox"]
         if self.data_path is None:
             versions = {t: TASKS[t].generator_version for t in self.tasks if t in TASKS}
             if any(v != 1 for v in versions.values()):

@@ -75,3 +75,10 @@ def test_commuting_trick_order_is_one_run_and_order_that_matters_is_warned():
         c = load_config(None, ["tricks=[quantile_norm, dr_grpo]"])
     d = load_config(None, ["tricks=[dr_grpo, quantile_norm]"])
     assert c.run_id() != d.run_id() and c.advantage != d.advantage  # order matters: two runs
+
+
+def test_sandbox_default_keeps_run_ids_and_unsafe_local_gets_its_own():
+    from grpo_lab.config import RunConfig
+
+    assert "sandbox" not in RunConfig().identity()
+    assert RunConfig(sandbox="unsafe-local").run_id() != RunConfig().run_id()

@@ -25,7 +25,7 @@ from grpo_lab.rewards.format import (
     normalize_code,
     parses_as_expression,
 )
-from grpo_lab.rewards.sandbox import run_tests
+from grpo_lab.rewards.sandbox import BadTestError, Sandbox, compile_test, isolation, sandbox_for
 from grpo_lab.tasks import _code_families
 from grpo_lab.tasks._common import BaseTask, Draft, content_id
 from grpo_lab.tasks.base import Problem, Score
@@ -97,10 +97,21 @@ def _program(register: str, completion: str, tests: list[str]) -> tuple[str | No
 
 
 class CodeTask(BaseTask):
-    """Expression (compact) or function (natural) synthesis with test-fraction reward."""
+    """Expression (compact) or function (natural) synthesis with test-fraction reward.
+
+    ``sandbox`` is how programs are isolated (``bwrap``, or ``unsafe-local`` for trusted
+    code); it is checked here, so a machine without bubblewrap fails before any training."""
 
     name = "code"
     generator_version = 2  # compact offsets widened to 1..99
+
+    def __init__(self, register: str = "compact", sandbox: str = "bwrap", **kw):
+        isolation.check(sandbox)
+        self.sandbox = sandbox
+        super().__init__(register, **kw)
+
+    def _sandbox(self) -> Sandbox:
+        return sandbox_for(self.sandbox, MEMORY_MB)
 
     def _draft(self, rng: random.Random, level: int) -> Draft:
         return (compact_draft if self.register == "compact" else natural_draft)(rng, level)
@@ -112,6 +123,11 @@ class CodeTask(BaseTask):
         tests = [f"{setup}\n{t}" if setup else str(t) for t in record["test_list"]]
         if not tests:
             raise ValueError(f"code record without tests: {text[:80]!r}")
+        for test in tests:  # a test the grader cannot judge safely fails here, not mid-run
+            try:
+                compile_test(test)
+            except BadTestError as e:
+                raise BadTestError(f"record {text[:60]!r}, test {test!r}: {e}") from None
         code = str(record.get("code") or "").strip()
         if self.register == "compact":
             prompt, solution = text, code
@@ -126,10 +142,10 @@ class CodeTask(BaseTask):
         pairs = zip(problems, completions, strict=True)
         prepared = [_program(self.register, c, list(p.target)) for p, c in pairs]
         runnable = [i for i, (code, _, _) in enumerate(prepared) if code is not None]
-        programs = [(prepared[i][0], list(problems[i].target)) for i in runnable]
+        programs = [(prepared[i][0], [compile_test(t) for t in problems[i].target]) for i in runnable]
         timeout = COMPACT_TIMEOUT_S if self.register == "compact" else NATURAL_TIMEOUT_S
-        results = run_tests(programs, timeout_s=timeout, memory_mb=MEMORY_MB) if programs else []
-        rates = dict(zip(runnable, results))
+        passed = self._sandbox().run(programs, timeout) if programs else []
+        rates = {i: sum(p) / len(p) if p else 0.0 for i, p in zip(runnable, passed)}
         scores = []
         for i, (_, format_ok, answer) in enumerate(prepared):
             rate = rates.get(i, 0.0)

@@ -150,7 +150,8 @@ def build_policy(cfg: RunConfig):
             torch.set_num_threads(card.cpu_threads)
     register = cfg.prompt_register or card.prompt_register
     extra = {"levels": cfg.levels} if cfg.levels else {}
-    tasks = {n: make_task(n, register=register, data_path=cfg.data_path, difficulty=cfg.difficulty, **extra)
+    tasks = {n: make_task(n, register=register, data_path=cfg.data_path, difficulty=cfg.difficulty, **extra,
+                          **({"sandbox": cfg.sandbox} if n == "code" else {}))
              for n in cfg.tasks}
     policy, codec = load_model(card, list(tasks.values()), device, getattr(torch, cfg.dtype))
     policy.eval()

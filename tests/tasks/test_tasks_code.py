@@ -103,21 +103,15 @@ def test_natural_fences_prose_and_names(monkeypatch):
     assert [s.format_ok for s in scores] == [True, False, False, True, True, False]
 
 
-def test_one_sandbox_call_per_batch(monkeypatch):
-    calls = []
-    real = code_module.run_tests
-
-    def counting(programs, **kwargs):
-        calls.append(len(programs))
-        return real(programs, **kwargs)
-
-    monkeypatch.setattr(code_module, "run_tests", counting)
+def test_unparsable_expressions_never_reach_the_sandbox():
     task = CodeTask("compact")
     problems = task.problems("train", 16, seed=0)
+    sandbox = task._sandbox()
+    before = sandbox.programs_run
     task.score(problems, [p.solution for p in problems[:8]] + ["(("] * 8)
-    assert calls == [8]  # unparsable expressions never reach the sandbox
+    assert sandbox.programs_run - before == len({p.solution for p in problems[:8]})
     task.score(problems[:2], ["((", "))"])
-    assert calls == [8]
+    assert sandbox.programs_run - before == len({p.solution for p in problems[:8]})
 
 
 def test_mbpp_loader(tmp_path):
@@ -152,3 +146,11 @@ def test_mbpp_loader_without_code_and_bad_records(tmp_path):
     bad.write_text(json.dumps({"text": "t", "test_list": []}) + "\n")
     with pytest.raises(ValueError, match="without tests"):
         CodeTask("natural", data_path=str(bad))
+
+
+def test_a_data_file_test_the_grader_cannot_judge_fails_at_load(tmp_path):
+    path = tmp_path / "loose.jsonl"
+    record = {"text": "t", "test_list": ["assert all(f(x) == x for x in range(3))"], "split": "train"}
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(ValueError, match=r"all\(f\(x\) == x"):
+        CodeTask("natural", data_path=str(path))

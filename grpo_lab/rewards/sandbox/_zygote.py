@@ -1,0 +1,188 @@
+"""Template process of the code sandbox: ``python -I -S _zygote.py CTRL_FD CONFIG_JSON``.
+
+Standard library only (no site-packages). It imports what candidates commonly use, then
+forks locked-down children on request. Over CTRL_FD the parent sends ``N<k>`` (fork k more)
+and ``K<pid>`` (kill one, its deadline passed); for each child this process sends back
+``C<pid>`` with one end of a socket pair whose other end the child holds (SCM_RIGHTS). The
+parent then talks to the child directly: no candidate code ever runs here, no job or
+result passes through this process, and every program starts in a fresh process that
+holds nothing of its batch-mates.
+
+A child, before it may receive a job: closes every inherited descriptor but its socket,
+points stdio at /dev/null, sets hard rlimits, installs the seccomp filter (``_seccomp.py``)
+and an audit hook (a second layer). Then it reads one message ``{"code", "tests": [[setup,
+holes]]}``, runs the code, and for each test sends one message ``[t, [value, ...]]`` (tagged
+JSON, see ``encode``), so a hang in test 3 keeps tests 1 and 2.
+"""
+
+import builtins
+import gc
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script dir out
+import _seccomp  # noqa: E402
+
+# Imported once here so a fork starts with them instead of importing under its deadline.
+_PRELOAD = ("math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string",
+            "operator", "statistics", "fractions", "decimal", "random", "typing", "copy", "cmath")
+for _name in _PRELOAD:
+    __import__(_name)
+
+_DENIED_EVENTS = frozenset({
+    "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "os.kill",
+    "os.killpg", "subprocess.Popen", "socket.connect", "socket.bind", "sys.addaudithook",
+    "ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "sqlite3.connect",
+})
+_DENIED_IMPORTS = frozenset({"ctypes", "_ctypes", "_xxsubinterpreters", "_posixsubprocess",
+                             "readline", "_sqlite3", "_posixshmem", "multiprocessing"})
+_NOFILE = 32
+_WARM_UP = {"code": "def f(x):\n    return [x, (x, 1.5), {x: {x}}, str(x)]", "tests": [["y = 1", ["f(2)"]]]}
+
+
+def _audit_hook(event, args, denied=_DENIED_EVENTS, denied_imports=_DENIED_IMPORTS,
+                refusal=PermissionError, split=str.split):
+    if event in denied or (event == "import" and split(args[0], ".")[0] in denied_imports):
+        raise refusal(f"sandbox refuses {event}")
+
+
+def encode(value, depth=0):
+    """Plain values -> JSON-ready data; tuples, sets, dicts... become one-key tagged objects.
+    Only exact built-in types: a subclass could carry its own ``__eq__``."""
+    kind = type(value)
+    if depth > 100:
+        raise TypeError("nested too deep")
+    if value is None or kind in (bool, int, str):
+        return value
+    if kind is float:
+        return value if value == value and abs(value) != float("inf") else {"float": repr(value)}
+    if kind is list:
+        return [encode(v, depth + 1) for v in value]
+    if kind in (tuple, set, frozenset):
+        items = [encode(v, depth + 1) for v in value]
+        return {kind.__name__: items}
+    if kind is dict:
+        return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if kind is bytes:
+        return {"bytes": value.hex()}
+    if kind is complex:
+        return {"complex": [value.real, value.imag]}
+    raise TypeError(f"{kind.__name__} is not plain data")
+
+
+def _value(hole, env):
+    try:
+        return encode(eval(hole, env))
+    except BaseException as e:  # an error is a failed value, never a crash of the harness
+        return {"error": type(e).__name__}
+
+
+def _write(fd, data):
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _run(job, out):
+    env = {"__name__": "__main__", "__builtins__": builtins}
+    try:  # the tests still run if the body raised late: its earlier definitions stand
+        exec(compile(job["code"], "<program>", "exec"), env)
+    except BaseException:
+        pass
+    for index, (setup, holes) in enumerate(job["tests"]):
+        try:
+            if setup:
+                exec(compile(setup, "<setup>", "exec"), env)
+            values = [_value(h, env) for h in holes]
+            line = json.dumps([index, values]).encode() + b"\n"
+        except BaseException:
+            line = json.dumps([index, None]).encode() + b"\n"
+        _write(out, line)
+
+
+def _child(sock, cfg, seccomp):
+    """Lock down, wait for one job on ``sock``, answer on it, exit. Never returns."""
+    keep = sock.fileno()
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 16)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    mem = cfg["memory_mb"] << 20
+    for res, value in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CPU, cfg["cpu_s"]),
+                       (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0),
+                       (resource.RLIMIT_NOFILE, _NOFILE), (resource.RLIMIT_NPROC, 0)):
+        resource.setrlimit(res, (value, value))
+    seccomp.install()
+    sys.addaudithook(_audit_hook)
+    # A forked child copies every page it touches (refcounts); one throw-away job now takes
+    # those copies while the child waits, instead of under a program's deadline.
+    _run(_WARM_UP, 1)
+    os.write(keep, b"R")  # ready: the parent starts a program's clock only on a warm child
+    job = sock.recv(cfg["max_job"])
+    if job:
+        _run(json.loads(job), keep)
+    sock.close()  # EOF now: the parent need not wait for this process's teardown
+    os._exit(0)
+
+
+def _spawn(ctrl, cfg, seccomp):
+    """Fork one idle child and hand the parent its end of the child's socket."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            mine.close()
+            ctrl.close()
+            _child(theirs, cfg, seccomp)
+        finally:
+            os._exit(0)
+    theirs.close()
+    socket.send_fds(ctrl, [b"C%d" % pid], [mine.fileno()])
+    mine.close()
+
+
+def _reap():
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+
+def main():
+    ctrl = socket.socket(fileno=int(sys.argv[1]))
+    cfg = json.loads(sys.argv[2])
+    seccomp = _seccomp.Filter()
+    gc.freeze()  # the collector would otherwise touch (and so copy) every inherited object
+    owed = 0
+    poller = select.poll()
+    poller.register(ctrl.fileno(), select.POLLIN)
+    os.write(ctrl.fileno(), b"R")
+    while True:
+        if poller.poll(None if owed == 0 else 0):
+            msg = ctrl.recv(64)
+            if not msg:
+                break
+            if msg[:1] == b"N":
+                owed += int(msg[1:])
+            elif msg[:1] == b"K":
+                try:
+                    os.kill(int(msg[1:]), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        elif owed:
+            _spawn(ctrl, cfg, seccomp)
+            owed -= 1
+        _reap()
+    os.killpg(0, signal.SIGKILL)  # every child is in this process group; so is this process
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Parent side of the sandbox: one template process per trainer, a fresh child per program.
+
+The template forks locked-down children ahead of need and hands this process one end of
+each child's socket; a program is one message to an idle child, its results are messages
+back until the child closes. Each program's deadline is fixed when its job is sent (no
+byte stream extends it); when it passes, the template kills the child. At most ``workers``
+programs run at once; identical (code, tests) pairs, common within a GRPO group, run once.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import select
+import socket
+import tempfile
+import threading
+import time
+
+from grpo_lab.rewards.sandbox import grading, isolation
+from grpo_lab.rewards.sandbox.isolation import SandboxError
+
+_STARTUP_S = 20.0  # an interpreter start under load can take seconds
+_MAX_OUTPUT = 1 << 20  # bytes of results one program may send
+_MAX_JOB = 1 << 17  # a longer program scores 0 without running (one socket message)
+_MAX_POOL = 512
+
+
+class Sandbox:
+    """Runs programs against compiled tests; thread-safe, restarted after a fork or a crash."""
+
+    def __init__(self, isolation_mode: str = "bwrap", memory_mb: int = 256, workers: int | None = None):
+        isolation.check(isolation_mode)
+        self.isolation, self.memory_mb = isolation_mode, memory_mb
+        self.workers = workers or max(2, os.cpu_count() or 1)
+        self._lock = threading.Lock()
+        self._proc = self._ctrl = self._err = None
+        self._warming: dict[int, tuple[int, socket.socket]] = {}  # fd -> (pid, socket): forked, not ready
+        self._idle: collections.deque = collections.deque()  # (pid, socket) of ready children
+        self._owed = 0  # children asked for and not yet received
+        self.programs_run = 0  # jobs sent, over this sandbox's life (identical programs count once)
+        self._owner = -1
+
+    def run(self, programs: list[tuple[str, list[grading.CompiledTest]]], timeout_s: float) -> list[list[bool]]:
+        """Per program, which tests passed."""
+        with self._lock:
+            unique = list(dict.fromkeys((code, tuple(tests)) for code, tests in programs))
+            try:
+                results = self._run_unique(unique, timeout_s)
+            except SandboxError:  # the template died (OOM killer, a signal): one fresh start
+                self._forget()
+                results = self._run_unique(unique, timeout_s)
+            verdicts = dict(zip(unique, results))
+            return [verdicts[(code, tuple(tests))] for code, tests in programs]
+
+    def _run_unique(self, programs, timeout_s: float) -> list[list[bool]]:
+        self._ensure_started()
+        jobs = {i: _job(code, tests) for i, (code, tests) in enumerate(programs) if tests}
+        todo = collections.deque(i for i, job in jobs.items() if len(job) <= _MAX_JOB)
+        self._order(len(todo) - len(self._idle) - len(self._warming) - self._owed)
+        outputs: dict[int, bytearray] = {}
+        inflight: dict[int, tuple[int, int, float, socket.socket]] = {}  # fd -> (program, pid, deadline, sock)
+        poller = self._poller = select.poll()
+        poller.register(self._ctrl.fileno(), select.POLLIN)
+        for fd in self._warming:
+            poller.register(fd, select.POLLIN)
+        while todo or inflight:
+            while todo and len(inflight) < self.workers and self._idle:
+                i = todo.popleft()
+                pid, sock = self._idle.popleft()
+                try:
+                    sock.send(jobs[i])
+                except OSError:  # the child died idle: the job goes to the next one
+                    sock.close()
+                    todo.appendleft(i)
+                    self._order(1)
+                    continue
+                outputs[i] = bytearray()
+                self.programs_run += 1
+                inflight[sock.fileno()] = (i, pid, time.monotonic() + timeout_s, sock)
+                poller.register(sock, select.POLLIN)
+            soonest = min((d for _, _, d, _ in inflight.values()), default=time.monotonic() + _STARTUP_S)
+            events = poller.poll(max(0, int((soonest - time.monotonic()) * 1000)) + 1)
+            if not events and not inflight and not self._idle:
+                raise SandboxError(f"the sandbox's template sent no child in {_STARTUP_S:.0f} s:\n{self._stderr()}")
+            for fd, _ in events:
+                if fd == self._ctrl.fileno():
+                    self._receive_child()
+                    continue
+                if fd in self._warming:
+                    self._ready(fd)
+                    continue
+                i, pid, _, sock = inflight[fd]
+                message = _recv(sock)
+                outputs[i] += message[: max(0, _MAX_OUTPUT - len(outputs[i]))] + b"\n"
+                if not message or len(outputs[i]) >= _MAX_OUTPUT:
+                    self._finish(fd, inflight, poller, kill=False)
+            now = time.monotonic()
+            for fd in [fd for fd, (_, _, d, _) in inflight.items() if d <= now]:
+                self._finish(fd, inflight, poller, kill=True)
+        self._order(min(len(programs), _MAX_POOL) - len(self._idle) - len(self._warming) - self._owed)
+        return [_verdicts(tests, _parse(outputs.get(i, b""))) for i, (_, tests) in enumerate(programs)]
+
+    def _finish(self, fd, inflight, poller, kill: bool) -> None:
+        _, pid, _, sock = inflight.pop(fd)
+        poller.unregister(fd)
+        sock.close()
+        if kill:
+            self._ctrl.send(b"K%d" % pid)
+
+    def _order(self, n: int) -> None:
+        """Ask the template for n more children (it forks them while this process waits)."""
+        if n > 0:
+            self._ctrl.send(b"N%d" % n)
+            self._owed += n
+
+    def _receive_child(self) -> None:
+        try:
+            msg, fds, _, _ = socket.recv_fds(self._ctrl, 64, 1)
+        except OSError:
+            msg, fds = b"", []
+        if not msg:
+            raise SandboxError(f"the sandbox's template process exited:\n{self._stderr()}")
+        self._owed -= 1
+        sock = socket.socket(fileno=fds[0])
+        self._warming[sock.fileno()] = (int(msg[1:]), sock)
+        self._poller.register(sock, select.POLLIN)
+
+    def _ready(self, fd: int) -> None:
+        """A child's first message is its "R"; anything else (it died) drops it."""
+        pid, sock = self._warming.pop(fd)
+        self._poller.unregister(fd)
+        if _recv(sock) == b"R":
+            self._idle.append((pid, sock))
+        else:
+            sock.close()
+            self._order(1)
+
+    def _ensure_started(self) -> None:
+        if self._proc is not None and (self._owner != os.getpid() or self._proc.poll() is not None):
+            self._forget()
+        if self._proc is None:
+            self._start()
+
+    def _start(self) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        config = json.dumps({"memory_mb": self.memory_mb, "cpu_s": 60, "max_job": _MAX_JOB})
+        self._err = tempfile.TemporaryFile()
+        try:
+            self._proc = isolation.popen(self.isolation, child.fileno(), config, self._err)
+        finally:
+            child.close()
+        self._ctrl, self._owner = parent, os.getpid()
+        ready, _, _ = select.select([parent], [], [], _STARTUP_S)
+        if not ready or parent.recv(1) != b"R":
+            message = self._stderr()
+            self.close()
+            raise SandboxError(f"the {self.isolation} sandbox did not start:\n{message}")
+
+    def _stderr(self) -> str:
+        if self._err is None:
+            return ""
+        self._err.seek(0)
+        return self._err.read()[-4000:].decode(errors="replace")
+
+    def _forget(self) -> None:
+        """Drop a template that died, or one inherited through fork: that one belongs to the
+        parent process, so only this process's copies of the sockets are closed."""
+        if self._owner == os.getpid():
+            self.close()
+        self._drop_children()
+        if self._ctrl is not None:
+            self._ctrl.close()
+        self._proc = self._ctrl = self._err = None
+        self._owed = 0
+
+    def _drop_children(self) -> None:
+        for _, sock in [*self._idle, *self._warming.values()]:
+            sock.close()
+        self._idle.clear()
+        self._warming.clear()
+
+    def close(self) -> None:
+        """Stop the template; the namespace (and every child in it) goes with it."""
+        self._drop_children()
+        if self._ctrl is not None:
+            self._ctrl.close()
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=5)
+            except Exception:
+                self._proc.kill()
+                self._proc.wait()
+        if self._err is not None:
+            self._err.close()
+        self._proc = self._ctrl = self._err = None
+        self._owed = 0
+
+
+def _job(code: str, tests) -> bytes:
+    return json.dumps({"code": code, "tests": [[t.setup, list(t.holes)] for t in tests]}).encode()
+
+
+def _recv(sock: socket.socket) -> bytes:
+    try:
+        return sock.recv(_MAX_OUTPUT)
+    except OSError:
+        return b""
+
+
+def _parse(output: bytes) -> dict[int, list | None]:
+    """Result messages -> {test index: raw values}; the first message per test counts."""
+    out: dict[int, list | None] = {}
+    for line in output.split(b"\n"):
+        try:
+            index, values = grading.parse_line(line)
+        except (ValueError, RecursionError):
+            continue
+        out.setdefault(index, values)
+    return out
+
+
+def _verdicts(tests: tuple[grading.CompiledTest, ...], lines: dict) -> list[bool]:
+    return [index in lines and grading.judge(test, lines[index]) for index, test in enumerate(tests)]
