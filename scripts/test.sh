@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Set up a venv in .venv (CPU torch) and run the test suite. Usage: bash scripts/test.sh [pytest args]
-# The report test renders HTML in headless Chromium: as root on Debian/Ubuntu this installs it.
+# As root on Debian/Ubuntu it installs bubblewrap and Chromium with apt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+# The code task's sandbox needs bubblewrap (bwrap); the report test renders HTML in headless Chromium.
+if ! command -v bwrap >/dev/null || ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap chromium chromium-driver) >/dev/null
   else
+    command -v bwrap >/dev/null || { echo "error: install bubblewrap (apt-get install bubblewrap): the code task's sandbox needs it" >&2; exit 1; }
     echo "note: chromium/chromedriver missing: the headless report test will be skipped" >&2
   fi
 fi
