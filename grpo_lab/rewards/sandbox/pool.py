@@ -92,9 +92,7 @@ class Sandbox:
                     self._ready(fd)
                     continue
                 i, pid, _, sock = inflight[fd]
-                message = _recv(sock)
-                outputs[i] += message[: max(0, _MAX_OUTPUT - len(outputs[i]))] + b"\n"
-                if not message or len(outputs[i]) >= _MAX_OUTPUT:
+                if not _drain(sock, outputs[i]):
                     self._finish(fd, inflight, poller, kill=False)
             now = time.monotonic()
             for fd in [fd for fd, (_, _, d, _) in inflight.items() if d <= now]:
@@ -200,6 +198,22 @@ class Sandbox:
 
 def _job(code: str, tests) -> bytes:
     return json.dumps({"code": code, "tests": [[t.setup, list(t.holes)] for t in tests]}).encode()
+
+
+def _drain(sock: socket.socket, output: bytearray) -> bool:
+    """Append every message waiting on ``sock``; False once the child closed it or sent too much."""
+    while True:
+        try:
+            message = sock.recv(_MAX_OUTPUT, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        if not message:
+            return False
+        output += message[: max(0, _MAX_OUTPUT - len(output))] + b"\n"
+        if len(output) >= _MAX_OUTPUT:
+            return False
 
 
 def _recv(sock: socket.socket) -> bytes:
