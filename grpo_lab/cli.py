@@ -108,22 +108,25 @@ def tricks(as_json: bool = typer.Option(False, "--json")) -> None:
 @app.command()
 def plan(
     matrix: Path = typer.Argument(..., help="matrix YAML (see matrices/)"),
-    as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON to stdout"),
+    as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON to stdout (a line per cell)"),
+    cells: bool = typer.Option(False, "--cells", help="print a tab-separated line per cell instead of a table per trick set"),
     hardware: Optional[str] = typer.Option(None, help="hardware profile (default: the matrix's budget.hardware, else cpu)"),
 ) -> None:
     """Expand a matrix and price every cell before any compute is spent (exit 0 whether or not it fits)."""
+    import sys
+
     from rich.markup import escape
 
     from grpo_lab.matrix import load_matrix
     from grpo_lab.plan import make_plan
-    from grpo_lab.views import show_plan
+    from grpo_lab.views import plan_lines, show_plan
 
     try:
         p = make_plan(load_matrix(matrix), hardware, name=matrix.stem)
     except ConfigError as exc:
         fail(ConfigError(escape(str(exc))))  # '[a, b]' in a message is not markup
-    if as_json:
-        typer.echo(json.dumps(p.to_dict(), indent=1))
+    if as_json or cells:  # streamed: a plan can have hundreds of thousands of cells
+        sys.stdout.writelines(p.json_chunks() if as_json else plan_lines(p))
         return
     show_plan(console, p)
 
@@ -153,11 +156,12 @@ def preset(
     except ConfigError as exc:
         fail(ConfigError(escape(str(exc))))  # '[a, b]' in a message is not markup
     console.print(f"wrote {out}")
-    show_plan(console, p, every_cell=False)
+    show_plan(console, p, table=False)
 
 
 @app.command()
 def sweep(
+    ctx: typer.Context,
     matrix: Path = typer.Argument(..., help="matrix YAML (see matrices/)"),
     runner: Optional[str] = typer.Option(None, help="local, ray, slurm, or a profile YAML (default: the matrix's runner, else local)"),
     max_parallel: Optional[int] = typer.Option(None, help="attempts at once (default: the profile's, else one per GPU or core)"),
@@ -168,6 +172,8 @@ def sweep(
     db: Optional[str] = typer.Option(None, help="registry SQLAlchemy URL (default sqlite in the workspace; env GRPO_LAB_DB)"),
     tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI (default sqlite in the workspace; env MLFLOW_TRACKING_URI)"),
     name: Optional[str] = typer.Option(None, help="sweep name (default: the matrix's name)"),
+    replace: bool = typer.Option(False, "--replace", help="the matrix changed: make the sweep exactly this matrix (old cells unlinked, their runs kept)"),
+    extend: bool = typer.Option(False, "--extend", help="the matrix changed: add its new cells to the sweep (refused where an arm would get a second config)"),
     decide: bool = typer.Option(False, help="after each wave, decide every comparison and add seeds where one is open"),
     budget: Optional[float] = typer.Option(None, help="--decide: device-hours for the whole sweep (default: the matrix's budget)"),
     delta: float = typer.Option(0.02, help="--decide: equivalence margin on pass@1 (TOST within ±delta)"),
@@ -183,20 +189,25 @@ def sweep(
     from grpo_lab.matrix import load_matrix
     from grpo_lab.runners.base import load_profile, make_runner
     from grpo_lab.sweep import SweepOptions, SweepTracker, execute_sweep, open_sweep, plan_for, recover
-    from grpo_lab.views import SweepProgress, runs_table, show_plan
+    from grpo_lab.views import SweepProgress, best_tricks, runs_table, show_plan
 
-    opts = SweepOptions(workspace=workspace, db_url=db, retries=retries, allow_over_budget=allow_over_budget, name=name)
+    opts = SweepOptions(workspace=workspace, db_url=db, retries=retries, allow_over_budget=allow_over_budget, name=name,
+                        on_change="replace" if replace else "extend" if extend else "refuse")
     try:
         plan = plan_for(matrix, opts)
         profile = load_profile(runner or load_matrix(matrix).runner)
     except ConfigError as exc:
         fail(ConfigError(escape(str(exc))))
-    show_plan(console, plan, every_cell=False)
+    show_plan(console, plan, table=False)
     if decide:
         from grpo_lab import sequential  # noqa: F401 (its tables must exist before the registry opens)
     Session = open_registry(db, workspace)
+    hold_lease(ctx, Session, plan.name)
     with Session() as session:
-        sw = open_sweep(session, plan, matrix, opts, env=env_snapshot())
+        try:
+            sw = open_sweep(session, plan, matrix, opts, env=env_snapshot())
+        except ConfigError as exc:
+            fail(exc)
         if n := recover(session, sw):
             console.print(f"closed {n} attempt(s) left running by an earlier driver; their runs resume")
         if not skip_preflight:
@@ -227,12 +238,25 @@ def sweep(
             run_on.close()
         mirror.finish("failed" if result.counts["failed"] else "finished")
         console.print(runs_table(sw))
+        for line in best_tricks(sw):
+            console.print(line, markup=False, highlight=False)
         console.print(f"executed {len(result.executed)} attempt(s), skipped {result.skipped} finished run(s): "
                       f"{result.counts}; MLflow: grpo-lab ui --workspace {workspace}")
         for rid, why in result.blocked.items():
             console.print(f"[bold red]not retried:[/] {rid}: {escape(why)}", highlight=False)
         if result.counts["failed"]:
             raise typer.Exit(1)
+
+
+def hold_lease(ctx: typer.Context, Session, sweep: str) -> None:
+    """Hold the registry's driver lease until the command ends, or end it naming the live driver."""
+    from grpo_lab.lease import Lease
+
+    try:
+        lease = Lease(Session, sweep)
+    except ConfigError as exc:
+        fail(exc)
+    ctx.call_on_close(lease.release)
 
 
 def run_preflight(plan, sw) -> None:

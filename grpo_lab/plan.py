@@ -3,6 +3,9 @@ and whether it fits its budget, all before any compute is spent (docs/design.md 
 
 from __future__ import annotations
 
+import itertools
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from grpo_lab.budget import PHASES, Estimate, estimate_cells
@@ -36,20 +39,60 @@ class Plan:
     def phase_totals(self) -> dict[str, float]:
         return {p: sum(e.phases[p] for e in self.estimates) for p in PHASES}
 
-    def to_dict(self) -> dict:
-        """Machine-readable plan (`grpo-lab plan --json`). Hours are device-hours: GPU-hours on GPU
-        profiles, core-hours on the CPU profile (`unit` says which)."""
-        cells = [{"model": c.model, "task": c.task, "tricks": list(c.tricks), "seed": c.seed, "run_id": c.run_id,
-                  "gpu_hours": e.total, "phases": e.phases, "devices": e.devices, "warnings": list(c.warnings)}
-                 for c, e in zip(self.cells, self.estimates)]
+    def groups(self) -> Iterator[Group]:
+        """The cells of each (model, task, trick set) together: expansion keeps them adjacent."""
+        pairs = zip(self.cells, self.estimates)
+        for (model, task, tricks), rows in itertools.groupby(pairs, key=lambda ce: (ce[0].model, ce[0].task, ce[0].tricks)):
+            rows = list(rows)
+            yield Group(model, task, tricks, [c.seed for c, _ in rows], rows[0][1], sum(e.total for _, e in rows))
+
+    def _header(self) -> dict:
         return {
-            "name": self.name, "hardware": self.hardware.name, "unit": self.hardware.unit, "cells": cells,
-            "totals": {"cells": len(cells), "gpu_hours": self.total, "phases": self.phase_totals(),
+            "name": self.name, "hardware": self.hardware.name, "unit": self.hardware.unit,
+            "totals": {"cells": len(self.cells), "gpu_hours": self.total, "phases": self.phase_totals(),
                        "price_per_gpu_hour": self.price, "cost": self.cost},
             "budget": None if self.limit is None else {"tier": self.tier, "gpu_hours": self.limit},
             "fits": self.fits,
             "warnings": self.warnings,
         }
+
+    def cell_rows(self) -> Iterator[dict]:
+        for c, e in zip(self.cells, self.estimates):
+            yield {"model": c.model, "task": c.task, "tricks": list(c.tricks), "seed": c.seed, "run_id": c.run_id,
+                   "gpu_hours": e.total, "phases": e.phases, "devices": e.devices, "warnings": list(c.warnings)}
+
+    def to_dict(self) -> dict:
+        """Machine-readable plan (`grpo-lab plan --json`). Hours are device-hours: GPU-hours on GPU
+        profiles, core-hours on the CPU profile (`unit` says which)."""
+        return {**self._header(), "cells": list(self.cell_rows())}
+
+    def json_chunks(self) -> Iterator[str]:
+        """to_dict() as JSON text, a cell per line, made as it is written: a 200,000-cell plan as one
+        dict and one dumps held every row twice in memory."""
+        head = json.dumps(self._header(), indent=1)
+        yield head[:-2] + ',\n "cells": ['
+        for i, row in enumerate(self.cell_rows()):
+            yield ("," if i else "") + "\n  " + json.dumps(row)
+        yield "\n ]\n}\n"
+
+
+@dataclass(frozen=True)
+class Group:
+    """The cells of one (model, task, trick set): they differ only by seed, and cost the same each."""
+
+    model: str
+    task: str
+    tricks: tuple[str, ...]
+    seeds: list[int]
+    estimate: Estimate  # of each cell
+    total: float
+
+    def seed_text(self) -> str:
+        """'0-199999' for a run of consecutive seeds, else the first few."""
+        seeds = sorted(self.seeds)
+        if seeds == list(range(seeds[0], seeds[0] + len(seeds))) and len(seeds) > 2:
+            return f"{seeds[0]}-{seeds[-1]}"
+        return ", ".join(map(str, seeds[:5])) + (", ..." if len(seeds) > 5 else "")
 
 
 def make_plan(spec: MatrixSpec, hardware: str | None = None, name: str = "matrix") -> Plan:

@@ -5,9 +5,8 @@ sweeps: a sweep *links* runs, and a run finished by any sweep is never executed 
 attempt keeps its own GPU-hours, so failed and interrupted attempts remain visible as wasted
 compute. SQLite in the workspace by default; any SQLAlchemy URL works.
 
-Only the sweep driver writes here (workers write to their run folder), so SQLite's single
-writer is never contended within one sweep; two drivers on one file are serialised by
-SQLite's lock plus a busy timeout.
+Only the sweep driver writes here (workers write to their run folder), and one driver at a
+time holds the registry's lease (grpo_lab/lease.py): a second one ends naming the first.
 """
 
 from __future__ import annotations
@@ -117,6 +116,20 @@ class Attempt(Base):
     gpu_hours: Mapped[float] = mapped_column(default=0.0)
     error: Mapped[str | None] = mapped_column(Text)
     run: Mapped[Run] = relationship(back_populates="attempts")
+
+
+class DriverLease(Base):
+    """The one sweep driver that may write runs and attempts of this registry (grpo_lab/lease.py):
+    runs are shared by every sweep, so two drivers would start the same run's attempts twice."""
+
+    __tablename__ = "driver_lease"
+    id: Mapped[int] = mapped_column(primary_key=True)  # always 1: the row itself is the lock
+    token: Mapped[str] = mapped_column(String(64))
+    pid: Mapped[int]
+    host: Mapped[str] = mapped_column(String(200))
+    sweep: Mapped[str] = mapped_column(String(200))
+    started_at: Mapped[datetime] = mapped_column(default=now)
+    beat_at: Mapped[datetime] = mapped_column(default=now)
 
 
 SCHEMA_LOCK_KEY = 0x6772706F  # 'grpo': the advisory lock that serialises CREATE on PostgreSQL

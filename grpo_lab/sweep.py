@@ -34,6 +34,7 @@ class SweepOptions:
     retries: int = 1  # extra attempts per run in this invocation after a failure
     allow_over_budget: bool = False
     name: str | None = None  # default: the matrix's name, else its file stem
+    on_change: str = "refuse"  # an existing sweep whose matrix gained cells: refuse | extend | replace
 
 
 @dataclass
@@ -63,9 +64,59 @@ def open_sweep(session: Session, plan: Plan, matrix: Path, opts: SweepOptions, e
                           planned_gpu_hours=plan.total, env_json=json.dumps(env))
         session.add(sweep)
         session.flush()
+    else:
+        reconcile(sweep, plan, opts.on_change)
     devices = {c.model: load_card(c.model).gpus for c in plan.cells}
     reg.register_cells(session, sweep, plan.cells, plan.estimates, Path(opts.workspace) / "runs", devices)
     return sweep
+
+
+def _without_seed(config: dict) -> str:
+    return json.dumps({k: v for k, v in config.items() if k != "seed"}, sort_keys=True)
+
+
+def mixed_arms(arms: list[tuple[tuple, str]]) -> list[str]:
+    """Arms (model, task, trick set) given more than one config (seed aside), from (arm, config
+    without seed) pairs: averaging such an arm mixes two experiments."""
+    configs: dict[tuple, set[str]] = {}
+    for arm, config in arms:
+        configs.setdefault(arm, set()).add(config)
+    return [" / ".join(map(str, arm)) + f" ({len(v)} configs)" for arm, v in configs.items() if len(v) > 1]
+
+
+def cell_arms(cells: list[reg.SweepRun]) -> list[tuple[tuple, str]]:
+    return [((c.model, c.task, c.tricks or "baseline"), _without_seed(json.loads(c.run.config_json))) for c in cells]
+
+
+def reconcile(sweep: reg.Sweep, plan: Plan, mode: str) -> None:
+    """An existing sweep and a plan with cells it lacks: the matrix was edited under the same name.
+    Merging silently would put two configs in one arm (steps changed: two different "baseline,
+    seed 0" runs averaged), so it is refused unless the user says what they mean: `extend` adds
+    the new cells when every arm keeps one config (new seeds, new tricks), `replace` makes the
+    sweep exactly the new matrix (old cells are unlinked; their runs stay registered and are
+    reused if a matrix asks for them again). Cells the sweep has beyond the plan (seeds --decide
+    added, cells dropped from the matrix) are kept."""
+    linked = {c.run_id for c in sweep.cells}
+    new = [c for c in plan.cells if c.run_id not in linked]
+    if not new or not linked:
+        return
+    if mode == "replace":
+        wanted = {c.run_id for c in plan.cells}
+        sweep.cells[:] = [c for c in sweep.cells if c.run_id in wanted]
+        return
+    shared = {id(c.shared): _without_seed(c.shared.model_dump(mode="json")) for c in new}  # once per arm
+    arms = [((c.model, c.task, "+".join(c.tricks) or "baseline"), shared[id(c.shared)]) for c in new]
+    mixed = mixed_arms(cell_arms(sweep.cells) + arms)
+    if mode == "extend" and not mixed:
+        return
+    example = f"{new[0].model} / {new[0].task} / {'+'.join(new[0].tricks) or 'baseline'} / seed {new[0].seed}"
+    why = (f"Extending would mix configs within an arm: {'; '.join(mixed[:3])}{' ...' if len(mixed) > 3 else ''}. "
+           if mixed else "")
+    raise ConfigError(
+        f"sweep '{sweep.name}' exists with {len(linked)} cells and this matrix has {len(new)} it lacks (e.g. {example}): "
+        f"the matrix changed under the same name ({sweep.matrix_path}). {why}Give it a new `name:` (or --name), "
+        f"or pass --replace to make the sweep exactly this matrix (old cells unlinked, their runs kept)"
+        + ("" if mixed else ", or --extend to add the new cells to it"))
 
 
 def recover(session: Session, sweep: reg.Sweep) -> int:

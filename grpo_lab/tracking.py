@@ -8,6 +8,7 @@ through `mlflow.MlflowClient`, never the fluent global run state, so trackers ca
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -17,6 +18,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -212,6 +214,20 @@ def _ms(when: Any) -> int | None:
     return None if _number(when) is None else int(float(when) * 1000)
 
 
+@contextmanager
+def store_lock(uri: str):
+    """Serialise the creation of a SQLite MLflow store, as registry.create_schema does the registry's:
+    two processes creating one at once fail in its migrations ('duplicate column name: step')."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    path = Path(uri.removeprefix("sqlite:///"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.schema-lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
 class Tracker:
     """Logs sweeps into one MLflow experiment: a parent run per sweep, a child per run attempt."""
 
@@ -219,8 +235,9 @@ class Tracker:
         from mlflow import MlflowClient
 
         self.uri = uri
-        self.client: MlflowClient = MlflowClient(tracking_uri=uri)
-        self.experiment_id = self._experiment(experiment)
+        with store_lock(uri):  # the first use of a store creates (migrates) it: one process at a time
+            self.client: MlflowClient = MlflowClient(tracking_uri=uri)
+            self.experiment_id = self._experiment(experiment)
         self._env_tags: dict[str, str] | None = None
 
     def _experiment(self, name: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from typing import TYPE_CHECKING
@@ -83,16 +84,47 @@ def sweeps_table(session, sweeps: list[reg.Sweep]) -> Table:
     return table
 
 
+def pass_at_1(cell: reg.SweepRun) -> tuple[float, float] | None:
+    """(base, final) test pass@1 of a finished cell, from its summary."""
+    summary = read_json(Path(cell.run.out_dir) / "summary.json") if cell.run.status in reg.DONE else None
+    base, final = ((summary or {}).get(k) or {} for k in ("base", "final"))
+    if "eval/pass@1" not in base or "eval/pass@1" not in final:
+        return None
+    return base["eval/pass@1"], final["eval/pass@1"]
+
+
 def runs_table(sweep: reg.Sweep) -> Table:
     table = Table(title=f"sweep {sweep.name} ({sweep.unit})")
-    for col in ("run id", "model", "task", "tricks", "seed", "status", "attempts", "hours", "error"):
+    for col in ("run id", "model", "task", "tricks", "seed", "status", "pass@1", "attempts", "hours", "error"):
         table.add_column(col, justify="right" if col in ("seed", "attempts", "hours") else "left")
     for cell in sorted(sweep.cells, key=lambda c: c.position):
         run = cell.run
         err = (run.error or "").strip().splitlines()[0][:60] if run.error else ""
+        p = pass_at_1(cell)
         table.add_row(cell.run_id, cell.model, cell.task, cell.tricks or "baseline", str(cell.seed),
-                      f"[{STYLE[run.status]}]{run.status}[/]", str(len(run.attempts)), f"{run.gpu_hours:.3g}", err)
+                      f"[{STYLE[run.status]}]{run.status}[/]", f"{p[0]:.2f} -> {p[1]:.2f}" if p else "-",
+                      str(len(run.attempts)), f"{run.gpu_hours:.3g}", err)
     return table
+
+
+def best_tricks(sweep: reg.Sweep) -> list[str]:
+    """One line per (model, task): the trick set with the highest mean final pass@1 over its
+    finished seeds, against the baseline's. A first reading: `grpo-lab report` says whether the
+    difference is more than seed noise."""
+    arms: dict[tuple, list[tuple[float, float]]] = {}
+    for cell in sweep.cells:
+        if (p := pass_at_1(cell)) is not None:
+            arms.setdefault((cell.model, cell.task, cell.tricks or "baseline"), []).append(p)
+    lines = []
+    for model, task in dict.fromkeys((m, t) for m, t, _ in arms):
+        mine = {tricks: runs for (m, t, tricks), runs in arms.items() if (m, t) == (model, task)}
+        mean = {tricks: sum(f for _, f in runs) / len(runs) for tricks, runs in mine.items()}
+        best = max(mean, key=mean.get)
+        base = sum(b for b, _ in mine[best]) / len(mine[best])
+        vs = f"; baseline {mean['baseline']:.3f}" if "baseline" in mean and best != "baseline" else ""
+        lines.append(f"best on {model} / {task}: {best}, pass@1 {base:.3f} -> {mean[best]:.3f} "
+                     f"(mean of {len(mine[best])} seed(s){vs}); `grpo-lab report {sweep.name}` tests it")
+    return lines
 
 
 def show_summary(console: Console, s: dict) -> None:
@@ -108,18 +140,22 @@ def show_summary(console: Console, s: dict) -> None:
                   f"trained {s['tokens_trained']}; effective samples {s['effective_samples']}")
 
 
-def show_plan(console: Console, p: Plan, every_cell: bool = True) -> None:
-    """Print a plan: a row per cell (optional), totals, warnings, and the budget verdict."""
+def show_plan(console: Console, p: Plan, table: bool = True) -> None:
+    """Print a plan: a row per (model, task, trick set) (optional), totals, warnings, and the
+    budget verdict. Seeds are summarised: a row per cell made a large matrix's table take minutes
+    and most of a gigabyte; `plan --cells` streams those rows instead."""
     from grpo_lab.budget import fmt_hours
 
     unit = p.hardware.unit
-    if every_cell:
-        table = Table(title=f"plan {p.name} on {p.hardware.name}")
-        for col in ("model", "task", "tricks", "seed", "run id", f"est. {unit}"):
-            table.add_column(col, justify="right" if col in ("seed", f"est. {unit}") else "left")
-        for c, e in zip(p.cells, p.estimates):
-            table.add_row(c.model, c.task, "+".join(c.tricks) or "baseline", str(c.seed), c.run_id, fmt_hours(e.total))
-        console.print(table)
+    if table:
+        out = Table(title=f"plan {p.name} on {p.hardware.name}: estimated {unit} per run and per row")
+        for col in ("model", "task", "tricks", "seeds", "runs", "each", "total"):
+            left = col in ("model", "task", "tricks", "seeds")
+            out.add_column(col, justify="left" if left else "right", overflow="fold" if left else "ellipsis")
+        for g in p.groups():
+            out.add_row(g.model, g.task, "+".join(g.tricks) or "baseline", g.seed_text(), f"{len(g.seeds):,}",
+                        fmt_hours(g.estimate.total), fmt_hours(g.total))
+        console.print(out)
     phases = ", ".join(f"{k} {fmt_hours(v)}" for k, v in p.phase_totals().items())
     console.print(f"[bold]{len(p.cells)} cells: {fmt_hours(p.total)} {unit}[/] on {p.hardware.name} ({phases}); "
                   f"cost ~{p.cost:,.2f} at {p.price:g} per device-hour")
@@ -130,6 +166,15 @@ def show_plan(console: Console, p: Plan, every_cell: bool = True) -> None:
     else:
         share = f"{p.total / p.limit:.0%} of {fmt_hours(p.limit)} {unit}" + (f" (tier {p.tier})" if p.tier else "")
         console.print(f"budget: [green]fits[/], {share}" if p.fits else f"budget: [bold red]does NOT fit[/], {share}")
+
+
+def plan_lines(p: Plan) -> Iterator[str]:
+    """One tab-separated line per cell (`plan --cells`), made as it is printed."""
+    from grpo_lab.budget import fmt_hours
+
+    yield f"model\ttask\ttricks\tseed\trun_id\test_{p.hardware.unit.replace(' ', '_')}\n"
+    for c, e in zip(p.cells, p.estimates):
+        yield f"{c.model}\t{c.task}\t{'+'.join(c.tricks) or 'baseline'}\t{c.seed}\t{c.run_id}\t{fmt_hours(e.total)}\n"
 
 
 def show_interactions(console: Console, table, metric: str) -> None:

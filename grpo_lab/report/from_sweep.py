@@ -21,6 +21,7 @@ from grpo_lab.analysis.results import frame_from_run_dirs
 from grpo_lab.analysis.run_metrics import events_frame, steps_frame
 from grpo_lab.analysis.variance import budget_frame
 from grpo_lab.report.inputs import ReportData
+from grpo_lab.sweep import cell_arms, mixed_arms
 
 SAMPLING_PHASES = ("rollout", "reward", "eval")
 
@@ -67,6 +68,10 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
     cells = done_cells(sweep)
     if not cells:
         raise ValueError(f"sweep '{sweep.name}' has no finished run yet: run `grpo-lab sweep` first")
+    if mixed := mixed_arms(cell_arms(cells)):
+        raise ValueError(f"sweep '{sweep.name}' holds runs of different configs under one label: {'; '.join(mixed)}. "
+                         f"It was merged from an edited matrix; run `grpo-lab sweep {sweep.matrix_path} --replace` "
+                         f"(keeps one config per label) and report again")
     dirs = {c.run_id: Path(c.run.out_dir) for c in cells}
     steps, events = steps_frame(dirs), events_frame(dirs)  # read once, shared by the rows and the curves
     runs = frame_from_run_dirs([(c.labels(), Path(c.run.out_dir)) for c in cells], steps=steps, events=events)

@@ -47,3 +47,24 @@ def test_run_found_finished_by_a_new_registry_costs_what_its_summary_says(tmp_pa
     summary = json.loads((Path(sweep.cells[0].run.out_dir) / "summary.json").read_text())
     assert again.executed and sweep.cells[0].run.gpu_hours == pytest.approx(summary["wall_seconds"] / 3600)
     assert sweep.cells[0].run.gpu_hours == pytest.approx(hours, rel=0.5)  # not ~0
+
+
+def test_final_table_shows_pass_at_1_and_the_best_trick_set(tmp_path):
+    from rich.console import Console
+
+    from grpo_lab.views import best_tricks, runs_table
+
+    matrix = write_matrix(tmp_path, "outcome")  # baseline and ema_reference, one seed
+    _, sweep, _ = sweep_once(matrix, tmp_path / "ws")
+    console = Console(record=True, width=250)
+    console.print(runs_table(sweep))
+    text = console.export_text()
+    finals = {}
+    for cell in sweep.cells:
+        summary = json.loads((Path(cell.run.out_dir) / "summary.json").read_text())
+        base, final = summary["base"]["eval/pass@1"], summary["final"]["eval/pass@1"]
+        assert f"{base:.2f} -> {final:.2f}" in text
+        finals[cell.tricks or "baseline"] = final
+    [line] = best_tricks(sweep)
+    best = max(finals, key=finals.get)
+    assert line.startswith("best on ") and f": {best}, pass@1 " in line and f"-> {finals[best]:.3f}" in line
