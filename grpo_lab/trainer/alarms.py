@@ -87,11 +87,16 @@ def loss_spike(past, now, cfg):
 
 
 def diversity_collapse(past, now, cfg):
-    """Distinct answers per group, averaged over `smooth` steps, below unique_answer_min (0.6)."""
+    """Distinct answers per group, averaged over `smooth` steps, below unique_answer_min (0.6),
+    while at least `collapsed_groups` of the groups have one reward (same smoothing): a low ratio
+    alone fired on every step of healthy short-answer runs, whose groups repeat answers yet still
+    disagree on reward. Without the zero-variance metric the ratio decides alone."""
     level = _level(past, now, "diversity/unique_answer_ratio", cfg.smooth)
-    if level is not None and level < cfg.unique_answer_min:
+    flat = _level(past, now, "reward/zero_std_frac", cfg.smooth)
+    if level is not None and level < cfg.unique_answer_min and (flat is None or flat >= cfg.collapsed_groups):
+        tied = "" if flat is None else f", {flat:.0%} of groups with one reward"
         return Event("diversity_collapse", level, cfg.unique_answer_min,
-                     f"unique-answer ratio {level:.2f} over {cfg.smooth} steps: advantages collapse to zero")
+                     f"unique-answer ratio {level:.2f} over {cfg.smooth} steps{tied}: advantages collapse to zero")
     return None
 
 
@@ -160,7 +165,7 @@ DETECTORS = {f.__name__: f for f in (adv_std_spike, diversity_collapse, entropy_
                                      reward_cliff, repetition, loss_spike, nan)}
 assert tuple(DETECTORS) == ALARM_KINDS, "config.ALARM_KINDS and the detectors must agree"
 WATCHED = ("adv/group_std_mean", "loss/total", "diversity/unique_answer_ratio", "entropy/mean",
-           "kl/mean", "reward/mean")
+           "kl/mean", "reward/mean", "reward/zero_std_frac")
 
 
 class AlarmMonitor:
