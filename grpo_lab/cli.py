@@ -188,6 +188,7 @@ def sweep(
     from grpo_lab.environment import env_snapshot
     from grpo_lab.matrix import load_matrix
     from grpo_lab.runners.base import load_profile, make_runner
+    from grpo_lab.catalog import check_available, load_card
     from grpo_lab.sweep import SweepOptions, SweepTracker, execute_sweep, open_sweep, plan_for, recover
     from grpo_lab.views import SweepProgress, best_tricks, runs_table, show_plan
 
@@ -196,6 +197,8 @@ def sweep(
     try:
         plan = plan_for(matrix, opts)
         profile = load_profile(runner or load_matrix(matrix).runner)
+        for model in dict.fromkeys(c.model for c in plan.cells):  # before preflight would load (and retry) it
+            check_available(load_card(model))
     except ConfigError as exc:
         fail(ConfigError(escape(str(exc))))
     show_plan(console, plan, table=False)

@@ -42,3 +42,14 @@ def test_plan_names_file_and_line_of_unknown_hardware(tmp_path):
     m.write_text("name: x\nmodels: [tiny]\ntasks: [math]\nbudget: {hardware: h8000}\n")
     res = runner.invoke(app, ["plan", str(m)])
     assert res.exit_code == 2 and f"{m}:4" in one_error_line(res.output) and "'h800'" in res.output
+
+
+def test_sweep_of_an_unreachable_hub_model_fails_before_preflight(tmp_path, monkeypatch):
+    card = tmp_path / "ghost.yaml"
+    card.write_text("name: ghost\nkind: hf\npath: no-such-org/model\nparams: 1000000\n")
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(f"name: ghost\nmodels: ['{card}']\ntasks: [math]\n")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    res = runner.invoke(app, ["sweep", str(matrix), "--workspace", str(tmp_path / "ws")])
+    assert res.exit_code == 2 and "no-such-org/model" in res.output.splitlines()[-1]
+    assert not (tmp_path / "ws").exists()
