@@ -24,7 +24,7 @@ from grpo_lab.rewards.sandbox.isolation import SandboxError
 _STARTUP_S = 20.0  # an interpreter start under load can take seconds
 _MAX_OUTPUT = 1 << 20  # bytes of results one program may send
 _MAX_JOB = 1 << 17  # a longer program scores 0 without running (one socket message)
-_MAX_POOL = 512
+_MAX_POOL = 256  # idle children kept ready: about 1.5 MB of private memory each
 
 
 class Sandbox:
@@ -58,7 +58,7 @@ class Sandbox:
         self._ensure_started()
         jobs = {i: _job(code, tests) for i, (code, tests) in enumerate(programs) if tests}
         todo = collections.deque(i for i, job in jobs.items() if len(job) <= _MAX_JOB)
-        self._order(len(todo) - len(self._idle) - len(self._warming) - self._owed)
+        self._top_up(len(todo))
         outputs: dict[int, bytearray] = {}
         inflight: dict[int, tuple[int, int, float, socket.socket]] = {}  # fd -> (program, pid, deadline, sock)
         poller = self._poller = select.poll()
@@ -78,6 +78,7 @@ class Sandbox:
                     continue
                 outputs[i] = bytearray()
                 self.programs_run += 1
+                self._top_up(len(todo))
                 inflight[sock.fileno()] = (i, pid, time.monotonic() + timeout_s, sock)
                 poller.register(sock, select.POLLIN)
             soonest = min((d for _, _, d, _ in inflight.values()), default=time.monotonic() + _STARTUP_S)
@@ -96,16 +97,22 @@ class Sandbox:
                     self._finish(fd, inflight, poller, kill=False)
             now = time.monotonic()
             for fd in [fd for fd, (_, _, d, _) in inflight.items() if d <= now]:
-                self._finish(fd, inflight, poller, kill=True)
-        self._order(min(len(programs), _MAX_POOL) - len(self._idle) - len(self._warming) - self._owed)
+                self._finish(fd, inflight, poller, kill=True, outputs=outputs)
+        self._top_up(len(programs))  # forked while the trainer generates the next batch
         return [_verdicts(tests, _parse(outputs.get(i, b""))) for i, (_, tests) in enumerate(programs)]
 
-    def _finish(self, fd, inflight, poller, kill: bool) -> None:
-        _, pid, _, sock = inflight.pop(fd)
+    def _finish(self, fd, inflight, poller, kill: bool, outputs=None) -> None:
+        i, pid, _, sock = inflight.pop(fd)
+        if kill:  # what reached the socket while this process was not looking still counts
+            _drain(sock, outputs[i])
         poller.unregister(fd)
         sock.close()
         if kill:
             self._ctrl.send(b"K%d" % pid)
+
+    def _top_up(self, wanted: int) -> None:
+        """Keep up to ``wanted`` children (at most _MAX_POOL) forked or on their way."""
+        self._order(min(wanted, _MAX_POOL) - len(self._idle) - len(self._warming) - self._owed)
 
     def _order(self, n: int) -> None:
         """Ask the template for n more children (it forks them while this process waits)."""
