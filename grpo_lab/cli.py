@@ -66,10 +66,13 @@ def run(
 
     from grpo_lab.catalog import check_available, load_card
 
+    from grpo_lab.rewards.sandbox import SandboxError, check_for
+
     try:  # every check before anything is written: a bad name leaves no run folder behind
         cfg = load_config(config, set_)
         check_available(load_card(cfg.model))
-    except ConfigError as exc:
+        check_for(cfg.tasks, cfg.sandbox)
+    except (ConfigError, SandboxError) as exc:
         fail(exc)
     out = out or Path("runs") / cfg.run_id()
     console.print(f"run [bold]{cfg.run_id()}[/]: model={cfg.model} task={cfg.task} tricks={cfg.tricks or 'baseline'} "
@@ -191,6 +194,7 @@ def sweep(
     from grpo_lab.catalog import check_available, load_card
     from grpo_lab.sweep import SweepOptions, SweepTracker, execute_sweep, open_sweep, plan_for, recover
     from grpo_lab.views import SweepProgress, best_tricks, runs_table, show_plan
+    from grpo_lab.rewards.sandbox import SandboxError, check_for
 
     opts = SweepOptions(workspace=workspace, db_url=db, retries=retries, allow_over_budget=allow_over_budget, name=name,
                         on_change="replace" if replace else "extend" if extend else "refuse")
@@ -199,7 +203,9 @@ def sweep(
         profile = load_profile(runner or load_matrix(matrix).runner)
         for model in dict.fromkeys(c.model for c in plan.cells):  # before preflight would load (and retry) it
             check_available(load_card(model))
-    except ConfigError as exc:
+        for shared in {id(c.shared): c.shared for c in plan.cells}.values():
+            check_for(shared.tasks, shared.sandbox)
+    except (ConfigError, SandboxError) as exc:
         fail(ConfigError(escape(str(exc))))
     show_plan(console, plan, table=False)
     if decide:

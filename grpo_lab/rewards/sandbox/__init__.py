@@ -17,13 +17,20 @@ from __future__ import annotations
 import atexit
 
 from grpo_lab.rewards.sandbox.grading import BadTestError, compile_test
-from grpo_lab.rewards.sandbox.isolation import ISOLATIONS, SandboxError, UnsafeSandboxWarning
+from grpo_lab.rewards.sandbox.isolation import ISOLATIONS, SandboxError, UnsafeSandboxWarning, check
 from grpo_lab.rewards.sandbox.pool import Sandbox
 
 __all__ = ["ISOLATIONS", "Sandbox", "SandboxError", "BadTestError", "UnsafeSandboxWarning",
-           "compile_test", "run_tests", "sandbox_for"]
+           "check_for", "compile_test", "run_tests", "sandbox_for"]
 
 _SANDBOXES: dict[tuple[str, int], Sandbox] = {}
+SANDBOXED_TASKS = ("code",)
+
+
+def check_for(tasks: list[str], isolation: str) -> None:
+    """Before anything is written: can this machine run the sandbox these tasks need?"""
+    if any(t in SANDBOXED_TASKS for t in tasks) and isolation != "unsafe-local":
+        check(isolation)
 
 
 def sandbox_for(isolation: str = "bwrap", memory_mb: int = 256) -> Sandbox:
