@@ -181,9 +181,6 @@ class AlarmsConfig(Strict):
     loss_spike_mads: float = Field(8.0, gt=0)
     loss_spike_min_jump: float = Field(0.5, ge=0)
     unique_answer_min: float = Field(0.6, ge=0, le=1)  # the study: below 60% advantages collapse
-    # ... when it has reached them: this share of groups with one reward (preflight's red rule). A
-    # short-answer task repeats answers while it learns (tiny-math: ratio ~0.4, ~5% such groups).
-    collapsed_groups: float = Field(0.5, gt=0, le=1)
     entropy_frac: float = Field(0.25, gt=0, lt=1)  # of the mean entropy over the warmup steps
     entropy_floor: float = Field(0.01, ge=0)
     # Smoothed KL fires above min(kl_max, max(kl_median_multiple * median, kl_min)): KL starts at

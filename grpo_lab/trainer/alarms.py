@@ -20,6 +20,15 @@ from grpo_lab.config import ALARM_KINDS, AlarmsConfig
 from grpo_lab.trainer.checkpoint import MetricsLog
 
 REPEAT_N = 4  # character n-gram length of `repetition_rate`
+# Constants, not `alarms:` settings: every config field is part of every run id, and a new field
+# would make every finished run a new one.
+# Low diversity has reached the advantages when this share of groups has one reward (preflight's
+# red rule). A short-answer task repeats answers while it learns (tiny-math: ratio ~0.4, ~5%).
+COLLAPSED_GROUPS = 0.5
+# Diversity and entropy falling while the smoothed reward is this far above its warmup level is the
+# policy sharpening on what it learned (healthy tiny-logic: entropy 1.4 -> 0.5, reward 0.2 ->
+# 0.45), not the stall the study warns of: those two alarms fire only without it.
+LEARNING_GAIN = 0.05
 MAD_TO_SIGMA = 1.4826  # MAD of a normal sample times this estimates its standard deviation
 
 
@@ -86,14 +95,23 @@ def loss_spike(past, now, cfg):
     return _spike(past, now, cfg, "loss/total", "loss_spike", cfg.loss_spike_mads, cfg.loss_spike_min_jump)
 
 
+def _learning(past, now, cfg) -> bool:
+    """The smoothed reward is at least LEARNING_GAIN above its mean over the warmup steps."""
+    early = _series(past[: max(cfg.warmup, 1)], "reward/mean")
+    level = _level(past, now, "reward/mean", cfg.smooth)
+    return bool(early) and level is not None and level - statistics.fmean(early) >= LEARNING_GAIN
+
+
 def diversity_collapse(past, now, cfg):
     """Distinct answers per group, averaged over `smooth` steps, below unique_answer_min (0.6),
-    while at least `collapsed_groups` of the groups have one reward (same smoothing): a low ratio
+    while at least COLLAPSED_GROUPS of the groups have one reward (same smoothing): a low ratio
     alone fired on every step of healthy short-answer runs, whose groups repeat answers yet still
-    disagree on reward. Without the zero-variance metric the ratio decides alone."""
+    disagree on reward. Without the zero-variance metric the ratio decides alone. Quiet while the
+    run is learning (`_learning`): sharpening on solved problems also ties groups."""
     level = _level(past, now, "diversity/unique_answer_ratio", cfg.smooth)
     flat = _level(past, now, "reward/zero_std_frac", cfg.smooth)
-    if level is not None and level < cfg.unique_answer_min and (flat is None or flat >= cfg.collapsed_groups):
+    if (level is not None and level < cfg.unique_answer_min and (flat is None or flat >= COLLAPSED_GROUPS)
+            and not _learning(past, now, cfg)):
         tied = "" if flat is None else f", {flat:.0%} of groups with one reward"
         return Event("diversity_collapse", level, cfg.unique_answer_min,
                      f"unique-answer ratio {level:.2f} over {cfg.smooth} steps{tied}: advantages collapse to zero")
@@ -101,9 +119,10 @@ def diversity_collapse(past, now, cfg):
 
 
 def entropy_collapse(past, now, cfg):
-    """Entropy below max(entropy_frac * early, entropy_floor); early = mean over the warmup steps."""
+    """Entropy below max(entropy_frac * early, entropy_floor); early = mean over the warmup steps.
+    Quiet while the run is learning (`_learning`): a learning policy grows confident."""
     early = _series(past[: max(cfg.warmup, 1)], "entropy/mean")
-    if "entropy/mean" not in now or not early:
+    if "entropy/mean" not in now or not early or _learning(past, now, cfg):
         return None
     value, early_mean = now["entropy/mean"], statistics.fmean(early)
     threshold = max(cfg.entropy_frac * early_mean, cfg.entropy_floor)
@@ -147,10 +166,12 @@ def reward_cliff(past, now, cfg):
 
 
 def repetition(past, now, cfg):
-    value = now.get("diversity/repetition")
+    """Repeated character n-grams, averaged over `smooth` steps, above repetition_max: a loop
+    lasts, while one odd completion among two-character answers (tiny-logic) read as 67% at once."""
+    value = _level(past, now, "diversity/repetition", cfg.smooth)
     if value is not None and value > cfg.repetition_max:
         return Event("repetition", value, cfg.repetition_max,
-                     f"{value:.0%} of character {REPEAT_N}-grams in completions are repeats")
+                     f"{value:.0%} of character {REPEAT_N}-grams in completions are repeats over {cfg.smooth} steps")
     return None
 
 
@@ -165,7 +186,7 @@ DETECTORS = {f.__name__: f for f in (adv_std_spike, diversity_collapse, entropy_
                                      reward_cliff, repetition, loss_spike, nan)}
 assert tuple(DETECTORS) == ALARM_KINDS, "config.ALARM_KINDS and the detectors must agree"
 WATCHED = ("adv/group_std_mean", "loss/total", "diversity/unique_answer_ratio", "entropy/mean",
-           "kl/mean", "reward/mean", "reward/zero_std_frac")
+           "kl/mean", "reward/mean", "reward/zero_std_frac", "diversity/repetition")
 
 
 class AlarmMonitor:

@@ -36,7 +36,7 @@ PLANTED = {
     "entropy_collapse": ("entropy/mean", 0.1, 1),
     "kl_explosion": ("kl/mean", 2.0, 5),
     "reward_cliff": ("reward/mean", 0.05, 5),
-    "repetition": ("diversity/repetition", 0.9, 1),
+    "repetition": ("diversity/repetition", 0.9, 5),
     "loss_spike": ("loss/total", 2.0, 1),
     "nan": ("loss/total", math.nan, 1),
 }
@@ -53,12 +53,20 @@ def test_a_clean_series_raises_nothing(tmp_path):
         assert monitor_over(clean_series(seed=seed), tmp_path / str(seed)) == []
 
 
+STALLED = ("diversity_collapse", "entropy_collapse")  # quiet while the reward climbs (sharpening)
+
+
 @pytest.mark.parametrize("kind", sorted(PLANTED))
 def test_each_detector_fires_on_its_planted_anomaly(kind, tmp_path):
     key, value, n = PLANTED[kind]
     series = clean_series()
     for row in series[-n:]:
         row[key] = value
+    if kind in STALLED:
+        learning = [dict(row) for row in series]
+        assert monitor_over(learning, tmp_path / "learning") == []
+        for row in series:
+            row["reward/mean"] = 0.2 + (row["reward/mean"] - 0.2) / 10  # a run that stopped learning
     past, now = series[:-1], series[-1]
     assert DETECTORS[kind](past, now, AlarmsConfig()) is not None
     assert DETECTORS[kind](clean_series()[:-1], clean_series()[-1], AlarmsConfig()) is None
@@ -73,10 +81,11 @@ def test_cooldown_warmup_and_the_events_file(tmp_path):
         row["diversity/repetition"] = 0.9  # a lasting condition
     series[1]["loss/total"] = math.inf  # nan ignores the warmup
     fired = monitor_over(series, tmp_path, AlarmsConfig(cooldown=10))
-    assert fired == [(1, "nan"), (8, "repetition"), (18, "repetition"), (28, "repetition")]
+    # repetition is smoothed over 5 steps: above 0.5 from the third repeating step on
+    assert fired == [(1, "nan"), (10, "repetition"), (20, "repetition")]
     events = read_jsonl(tmp_path / "events.jsonl")
-    assert [set(e) for e in events] == [{"step", "kind", "value", "threshold", "message"}] * 4
-    assert events[1]["value"] == 0.9 and events[1]["threshold"] == 0.5
+    assert [set(e) for e in events] == [{"step", "kind", "value", "threshold", "message"}] * 3
+    assert events[2]["value"] == pytest.approx(0.9) and events[2]["threshold"] == 0.5
 
 
 def test_repetition_rate():
