@@ -29,3 +29,8 @@ def test_a_healthy_run_of_a_shipped_config_raises_no_alarm(recorded, tmp_path):
         monitor.observe(row["step"], row)
     assert not (tmp_path / "events.jsonl").read_text(), (tmp_path / "events.jsonl").read_text()[:500]
 
+
+
+def test_every_tiny_shipped_config_has_a_recording():
+    shipped = {p.stem for p in (ROOT / "experiments" / "configs").glob("tiny-*.yaml")}
+    assert shipped <= {p.stem for p in RECORDED}, f"record a healthy run of {sorted(shipped - {p.stem for p in RECORDED})}"
