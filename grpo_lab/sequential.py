@@ -134,8 +134,12 @@ def record(session: Session, sweep: reg.Sweep, wave: int, rows: list[dict], hour
         if row["verdict"] != "open":
             v.verdict, v.wave, v.hours = row["verdict"], wave, hours
     counts = {k: sum(r["verdict"] == k for r in rows) for k in dec.VERDICTS}
-    w = DecideWave(sweep_id=sweep.id, wave=wave, hours=hours, runs=runs, **counts)
-    session.add(w)
+    w = session.scalar(select(DecideWave).where(DecideWave.sweep_id == sweep.id, DecideWave.wave == wave))
+    if w is None:
+        w = DecideWave(sweep_id=sweep.id, wave=wave)
+        session.add(w)
+    w.hours, w.runs = hours, runs
+    w.significant, w.equivalent, w.open = (counts[k] for k in dec.VERDICTS)
     session.flush()
     return w
 
@@ -165,10 +169,12 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
         scores, seeds, cost = observe(sweep)
         hours = totals(sweep)["gpu_hours"]
         done = waves(session, sweep)
-        wave = done[-1].wave + 1 if done else 0
+        runs = sum(len(v) for arms in scores.values() for v in arms.values())
+        # a restart that finds no new finished run (a budget stop, raised) re-analyses the last wave
+        wave = (done[-1].wave if done[-1].runs == runs else done[-1].wave + 1) if done else 0
         rows, m = dec.decide(comps, scores, alpha=dopts.alpha, delta=dopts.delta,
                              previous=previous_rows(session, sweep), family=len(comps))
-        w = record(session, sweep, wave, rows, hours, sum(len(v) for arms in scores.values() for v in arms.values()))
+        w = record(session, sweep, wave, rows, hours, runs)
         say(f"wave {wave}: {hours:.3g} {sweep.unit} spent; {m['significant']} significant, "
             f"{m['equivalent']} equivalent, {m['open']} open of {len(comps)}")
         if m["open"] == 0:
@@ -184,7 +190,7 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
             session.commit()
             return "budget" if slots <= 0 else "seed cap"
         cells = new_cells(plan, sweep, added)
-        w.added_json = json.dumps([c.run_id for c in cells])
+        w.added_json = json.dumps(json.loads(w.added_json or "[]") + [c.run_id for c in cells])
         reg.register_cells(session, sweep, cells, [None] * len(cells), Path(opts.workspace) / "runs", devices)
 
 

@@ -50,6 +50,9 @@ def test_decide_adds_waves_records_them_and_resumes_after_a_kill(tmp_path):
     assert [w.wave for w in rec] == list(range(len(rec))) and len(rec) >= 2
     assert len(json.loads(rec[0].added_json)) == 2 and rec[1].runs == 6
     assert rec[1].hours > rec[0].hours > 0
+    session.close()
+    again, sweep, session = decide_once(matrix, tmp_path / "ws", dopts)  # nothing new to run or analyse
+    assert again == reason and len(sweep.cells) == 6 and len(waves(session, sweep)) == len(rec)
     verdicts = session.query(DecideVerdict).filter_by(sweep_id=sweep.id).all()
     assert [v.name.split("/")[-1] for v in verdicts] == ["effect:lr_warmup"]
     assert all(v.verdict == "open" or v.hours is not None for v in verdicts)
