@@ -42,6 +42,7 @@ _DENIED_EVENTS = frozenset({
 _DENIED_IMPORTS = frozenset({"ctypes", "_ctypes", "_xxsubinterpreters", "_posixsubprocess",
                              "readline", "_sqlite3", "_posixshmem", "multiprocessing"})
 _NOFILE = 32
+_CHILD_NICE = 5
 _WARM_UP = {"code": "def f(x):\n    return [x, (x, 1.5), {x: {x}}, str(x)]", "tests": [["y = 1", ["f(2)"]]]}
 
 
@@ -118,6 +119,7 @@ def _child(sock, cfg, seccomp):
                        (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0),
                        (resource.RLIMIT_NOFILE, _NOFILE), (resource.RLIMIT_NPROC, 0)):
         resource.setrlimit(res, (value, value))
+    os.nice(_CHILD_NICE)  # when children queue for forks, the template forking them comes first
     seccomp.install()
     sys.addaudithook(_audit_hook)
     # A forked child copies every page it touches (refcounts); one throw-away job now takes

@@ -3,12 +3,14 @@
 The template forks locked-down children ahead of need and hands this process one end of
 each child's socket; a program is one message to an idle child, its results are messages
 back until the child closes. Each program's deadline is fixed when its job is sent (no
-byte stream extends it); when it passes, the template kills the child. At most ``workers``
-programs run at once; identical (code, tests) pairs, common within a GRPO group, run once.
+byte stream extends it): ``timeout_s`` times the programs in flight per core; when it passes,
+the template kills the child. At most ``workers`` programs run at once; identical (code,
+tests) pairs, common within a GRPO group, run once.
 """
 
 from __future__ import annotations
 
+import array
 import collections
 import json
 import os
@@ -24,6 +26,7 @@ from grpo_lab.rewards.sandbox.isolation import SandboxError
 _STARTUP_S = 20.0  # an interpreter start under load can take seconds
 _MAX_OUTPUT = 1 << 20  # bytes of results one program may send
 _MAX_JOB = 1 << 17  # a longer program scores 0 without running (one socket message)
+_IN_FLIGHT_PER_CORE = 4
 _MAX_POOL = 256  # idle children kept ready: about 1.5 MB of private memory each
 
 
@@ -33,7 +36,12 @@ class Sandbox:
     def __init__(self, isolation_mode: str = "bwrap", memory_mb: int = 256, workers: int | None = None):
         isolation.check(isolation_mode)
         self.isolation, self.memory_mb = isolation_mode, memory_mb
-        self.workers = workers or max(2, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+        # Most programs take well under a millisecond, so the wait for a child to be scheduled
+        # dominates: several in flight per core hide it. A program's deadline stretches by the
+        # same factor, so it still gets about timeout_s of a core.
+        self.workers = workers or _IN_FLIGHT_PER_CORE * cores
+        self.stretch = max(1.0, self.workers / cores)
         self._lock = threading.Lock()
         self._proc = self._ctrl = self._err = None
         self._warming: dict[int, tuple[int, socket.socket]] = {}  # fd -> (pid, socket): forked, not ready
@@ -65,6 +73,7 @@ class Sandbox:
         poller.register(self._ctrl.fileno(), select.POLLIN)
         for fd in self._warming:
             poller.register(fd, select.POLLIN)
+        self._receive_children()
         while todo or inflight:
             while todo and len(inflight) < self.workers and self._idle:
                 i = todo.popleft()
@@ -79,7 +88,7 @@ class Sandbox:
                 outputs[i] = bytearray()
                 self.programs_run += 1
                 self._top_up(len(todo))
-                inflight[sock.fileno()] = (i, pid, time.monotonic() + timeout_s, sock)
+                inflight[sock.fileno()] = (i, pid, time.monotonic() + timeout_s * self.stretch, sock)
                 poller.register(sock, select.POLLIN)
             soonest = min((d for _, _, d, _ in inflight.values()), default=time.monotonic() + _STARTUP_S)
             events = poller.poll(max(0, int((soonest - time.monotonic()) * 1000)) + 1)
@@ -87,7 +96,7 @@ class Sandbox:
                 raise SandboxError(f"the sandbox's template sent no child in {_STARTUP_S:.0f} s:\n{self._stderr()}")
             for fd, _ in events:
                 if fd == self._ctrl.fileno():
-                    self._receive_child()
+                    self._receive_children()
                     continue
                 if fd in self._warming:
                     self._ready(fd)
@@ -120,27 +129,42 @@ class Sandbox:
             self._ctrl.send(b"N%d" % n)
             self._owed += n
 
-    def _receive_child(self) -> None:
-        try:
-            msg, fds, _, _ = socket.recv_fds(self._ctrl, 64, 1)
-        except OSError:
-            msg, fds = b"", []
-        if not msg:
-            raise SandboxError(f"the sandbox's template process exited:\n{self._stderr()}")
-        self._owed -= 1
-        sock = socket.socket(fileno=fds[0])
-        self._warming[sock.fileno()] = (int(msg[1:]), sock)
-        self._poller.register(sock, select.POLLIN)
+    def _receive_children(self) -> None:
+        """Take every child the template has sent; most sent their "R" long ago."""
+        while True:
+            try:
+                msg, fds = _recv_fd(self._ctrl)
+            except BlockingIOError:
+                return
+            except OSError:
+                msg, fds = b"", []
+            if not msg:
+                raise SandboxError(f"the sandbox's template process exited:\n{self._stderr()}")
+            self._owed -= 1
+            sock = socket.socket(fileno=fds[0])
+            self._warming[sock.fileno()] = (int(msg[1:]), sock)
+            if not self._ready(sock.fileno(), wait=False):
+                self._poller.register(sock, select.POLLIN)
 
-    def _ready(self, fd: int) -> None:
-        """A child's first message is its "R"; anything else (it died) drops it."""
-        pid, sock = self._warming.pop(fd)
-        self._poller.unregister(fd)
-        if _recv(sock) == b"R":
+    def _ready(self, fd: int, wait: bool = True) -> bool:
+        """A child's first message is its "R"; anything else (it died) drops it. Without
+        ``wait``, a child still warming up stays where it is (False)."""
+        pid, sock = self._warming[fd]
+        try:
+            message = sock.recv(16, 0 if wait else socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
+        except OSError:
+            message = b""
+        del self._warming[fd]
+        if wait:
+            self._poller.unregister(fd)
+        if message == b"R":
             self._idle.append((pid, sock))
         else:
             sock.close()
             self._order(1)
+        return True
 
     def _ensure_started(self) -> None:
         if self._proc is not None and (self._owner != os.getpid() or self._proc.poll() is not None):
@@ -223,11 +247,15 @@ def _drain(sock: socket.socket, output: bytearray) -> bool:
             return False
 
 
-def _recv(sock: socket.socket) -> bytes:
-    try:
-        return sock.recv(_MAX_OUTPUT)
-    except OSError:
-        return b""
+def _recv_fd(sock: socket.socket) -> tuple[bytes, list[int]]:
+    """One message and the descriptors it carries, without waiting (socket.recv_fds of
+    Python 3.11 ignores its flags argument, so it would block)."""
+    msg, ancillary, _, _ = sock.recvmsg(64, socket.CMSG_LEN(array.array("i").itemsize), socket.MSG_DONTWAIT)
+    fds = array.array("i")
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    return msg, list(fds)
 
 
 def _parse(output: bytes) -> dict[int, list | None]:
