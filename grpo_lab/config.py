@@ -269,9 +269,7 @@ class RunConfig(Strict):
         (and version-1 runs keep the ids they always had)."""
         from grpo_lab.tasks import TASKS  # tasks import nothing from here; config loads first
 
-        dump = self.model_dump(mode="json")
-        if dump["sandbox"] == "bwrap":  # honest programs score the same either way; ids predate it
-            del dump["sandbox"]
+        dump = comparable(self.model_dump(mode="json"))
         if self.data_path is None:
             versions = {t: TASKS[t].generator_version for t in self.tasks if t in TASKS}
             if any(v != 1 for v in versions.values()):
@@ -280,6 +278,15 @@ class RunConfig(Strict):
 
     def run_id(self) -> str:
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def comparable(dump: dict) -> dict:
+    """A config dump without the settings that cannot change a run's results, so configs written
+    before such a setting existed compare equal to today's (and keep their run ids): the default
+    code sandbox scores honest programs exactly as the old one did."""
+    if dump.get("sandbox", "bwrap") != "bwrap":
+        return dump
+    return {k: v for k, v in dump.items() if k != "sandbox"}
 
 
 def deep_merge(base: dict, override: dict) -> dict:

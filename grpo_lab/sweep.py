@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from grpo_lab import registry as reg
 from grpo_lab import tracking
 from grpo_lab.catalog import load_card
+from grpo_lab.config import comparable
 from grpo_lab.matrix import load_matrix
 from grpo_lab.plan import Plan, make_plan
 from grpo_lab.runners.base import Job, Outcome, Runner, retryable
@@ -72,7 +73,7 @@ def open_sweep(session: Session, plan: Plan, matrix: Path, opts: SweepOptions, e
 
 
 def _without_seed(config: dict) -> str:
-    return json.dumps({k: v for k, v in config.items() if k != "seed"}, sort_keys=True)
+    return json.dumps({k: v for k, v in comparable(config).items() if k != "seed"}, sort_keys=True)
 
 
 def mixed_arms(arms: list[tuple[tuple, str]]) -> list[str]:

@@ -82,3 +82,17 @@ def test_sandbox_default_keeps_run_ids_and_unsafe_local_gets_its_own():
 
     assert "sandbox" not in RunConfig().identity()
     assert RunConfig(sandbox="unsafe-local").run_id() != RunConfig().run_id()
+
+
+def test_configs_written_before_the_sandbox_setting_compare_equal_to_todays():
+    import json as _json
+
+    from grpo_lab.config import RunConfig, comparable
+    from grpo_lab.sweep import _without_seed
+
+    today = RunConfig().model_dump(mode="json")
+    before = {k: v for k, v in today.items() if k != "sandbox"}
+    assert _without_seed(today) == _without_seed(before)
+    unsafe = RunConfig(sandbox="unsafe-local").model_dump(mode="json")
+    assert _without_seed(unsafe) != _without_seed(before)
+    assert comparable(_json.loads(_json.dumps(today))) == before

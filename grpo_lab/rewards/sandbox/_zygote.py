@@ -43,6 +43,7 @@ _DENIED_IMPORTS = frozenset({"ctypes", "_ctypes", "_xxsubinterpreters", "_posixs
                              "readline", "_sqlite3", "_posixshmem", "multiprocessing"})
 _NOFILE = 32
 _CHILD_NICE = 5
+_END = b"E"
 _WARM_UP = {"code": "def f(x):\n    return [x, (x, 1.5), {x: {x}}, str(x)]", "tests": [["y = 1", ["f(2)"]]]}
 
 
@@ -129,7 +130,8 @@ def _child(sock, cfg, seccomp):
     job = sock.recv(cfg["max_job"])
     if job:
         _run(json.loads(job), keep)
-    sock.close()  # EOF now: the parent need not wait for this process's teardown
+        os.write(keep, _END)  # the parent stops listening here, not at this process's teardown
+    sock.close()
     os._exit(0)
 
 

@@ -27,6 +27,7 @@ _STARTUP_S = 20.0  # an interpreter start under load can take seconds
 _MAX_OUTPUT = 1 << 20  # bytes of results one program may send
 _MAX_JOB = 1 << 17  # a longer program scores 0 without running (one socket message)
 _IN_FLIGHT_PER_CORE = 4
+_END = b"E"  # a child's last message
 _MAX_POOL = 256  # idle children kept ready: about 1.5 MB of private memory each
 
 
@@ -232,7 +233,9 @@ def _job(code: str, tests) -> bytes:
 
 
 def _drain(sock: socket.socket, output: bytearray) -> bool:
-    """Append every message waiting on ``sock``; False once the child closed it or sent too much."""
+    """Append every message waiting on ``sock``; False once the child is done (its end mark,
+    or it closed the socket) or sent too much. A candidate sending the mark early only cuts
+    its own tests short."""
     while True:
         try:
             message = sock.recv(_MAX_OUTPUT, socket.MSG_DONTWAIT)
@@ -240,7 +243,7 @@ def _drain(sock: socket.socket, output: bytearray) -> bool:
             return True
         except OSError:
             return False
-        if not message:
+        if not message or message == _END:
             return False
         output += message[: max(0, _MAX_OUTPUT - len(output))] + b"\n"
         if len(output) >= _MAX_OUTPUT:
