@@ -105,3 +105,11 @@ def test_unsafe_local_warns_on_every_task_and_still_scores():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnsafeSandboxWarning)
         assert [s.reward for s in task.score(problems, [p.solution for p in problems])] == [1.0] * 4
+
+
+def test_a_checkout_under_tmp_stays_visible_inside_the_sandbox():
+    # bwrap mounts in order: a tmpfs /tmp after the binds would hide a package installed under /tmp
+    from grpo_lab.rewards.sandbox.isolation import command
+
+    argv, _, _ = command("bwrap", 3, "{}")
+    assert argv.index("--tmpfs") < argv.index("--ro-bind-try")

@@ -74,9 +74,10 @@ def command(isolation: str, ctrl_fd: int, config: str) -> tuple[list[str], dict,
         return inner, env, None
     wrap = ["bwrap", "--unshare-all", "--uid", _SANDBOX_UID, "--gid", _SANDBOX_UID,
             "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
-            "--setenv", "LC_ALL", "C.UTF-8", "--setenv", "HOME", "/tmp", *_binds(),
-            "--proc", "/proc", "--dev", "/dev", "--size", str(_TMPFS_BYTES), "--tmpfs", "/tmp",
-            "--chdir", "/tmp", "--"]
+            "--setenv", "LC_ALL", "C.UTF-8", "--setenv", "HOME", "/tmp",
+            # the tmpfs first: a bind under /tmp (a checkout or venv there) is mounted on top of it
+            "--size", str(_TMPFS_BYTES), "--tmpfs", "/tmp", *_binds(),
+            "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp", "--"]
     return wrap + inner, env, None
 
 
