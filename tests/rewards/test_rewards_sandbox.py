@@ -113,3 +113,34 @@ def test_a_checkout_under_tmp_stays_visible_inside_the_sandbox():
 
     argv, _, _ = command("bwrap", 3, "{}")
     assert argv.index("--tmpfs") < argv.index("--ro-bind-try")
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "unsafe-local"])
+def test_the_template_and_its_children_die_with_the_trainer(mode):
+    import subprocess
+    import sys
+
+    script = ("import warnings; warnings.simplefilter('ignore')\n"
+              "from grpo_lab.rewards.sandbox import Sandbox, compile_test\n"
+              f"box = Sandbox({mode!r}, workers=2)\n"
+              "box.run([('x = 1', [compile_test('x == 1')])] * 1 + [('y = 2', [compile_test('y == 2')])], 1.0)\n"
+              "def tree(pid):\n"
+              "    kids = open(f'/proc/{pid}/task/{pid}/children').read().split()\n"
+              "    return [pid] + [p for k in kids for p in tree(int(k))]\n"
+              "print(*tree(box._proc.pid), flush=True)\n"
+              "import os; os.kill(os.getpid(), 9)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) >= 3  # the template (or bwrap) and forked children
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(map(_running, pids)):
+        time.sleep(0.1)
+    assert not any(map(_running, pids))
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False

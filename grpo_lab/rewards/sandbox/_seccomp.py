@@ -66,7 +66,7 @@ _X32_BIT = 0x40000000
 
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _ALLOW, _KILL, _EPERM = 0x7FFF0000, 0x80000000, 0x00050000 | 1
-_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, _PR_SET_PDEATHSIG = 38, 22, 2, 1
 
 
 def program(machine: str | None = None) -> bytes:
@@ -132,6 +132,11 @@ class Filter:
             _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
         self._fprog = SockFprog(len(self._buffer.raw) // 8, ctypes.addressof(self._buffer))
+
+    def die_with_parent(self) -> None:
+        """SIGKILL this process when its parent exits (the trainer for the template, the
+        template for a child), whatever the parent's death was."""
+        self._libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
 
     def install(self) -> None:
         prctl = self._libc.prctl

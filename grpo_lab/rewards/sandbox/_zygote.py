@@ -120,6 +120,7 @@ def _child(sock, cfg, seccomp):
                        (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0),
                        (resource.RLIMIT_NOFILE, _NOFILE), (resource.RLIMIT_NPROC, 0)):
         resource.setrlimit(res, (value, value))
+    seccomp.die_with_parent()
     os.nice(_CHILD_NICE)  # when children queue for forks, the template forking them comes first
     seccomp.install()
     sys.addaudithook(_audit_hook)
@@ -164,6 +165,7 @@ def main():
     ctrl = socket.socket(fileno=int(sys.argv[1]))
     cfg = json.loads(sys.argv[2])
     seccomp = _seccomp.Filter()
+    seccomp.die_with_parent()
     gc.freeze()  # the collector would otherwise touch (and so copy) every inherited object
     owed = 0
     poller = select.poll()
