@@ -48,8 +48,9 @@ def test_a_resumed_run_counts_both_attempts(tmp_path, make_cfg):
 
 
 def test_effective_samples_exclude_masked_and_zero_variance_samples(tmp_path, make_cfg):
-    # Two tokens truncate a third of the tiny model's answers; step 0 samples the same in both runs.
-    short = {"steps": 2, "eval": {"every": 100}, "sampling": {"max_new_tokens": 2}}
+    # Two tokens truncate about half the tiny model's answers; step 0 samples the same in both runs.
+    # 8 prompts: with 4, every truncated answer once fell in an all-zero group, masking changed nothing.
+    short = {"steps": 2, "eval": {"every": 100}, "sampling": {"max_new_tokens": 2, "prompts_per_step": 8}}
     plain = train(make_cfg(**short), tmp_path / "plain")
     masked = train(make_cfg(**short, reward={"format": "mask", "mask_truncated": True}), tmp_path / "masked")
     rows = {d: [json.loads(line) for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()]

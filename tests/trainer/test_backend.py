@@ -125,9 +125,13 @@ def test_gradient_checkpointing_recomputes_the_same_gradients(tmp_path, make_cfg
     common = {"steps": 2, "checkpoint_every": 100, "eval": {"every": 100}}
     train(make_cfg(**common), tmp_path / "plain")
     train(make_cfg(**common, backend={"gradient_checkpointing": True}), tmp_path / "ckpt")
+    # Step 0 trains the same weights on the same samples: the recomputed gradients must match. Later
+    # steps drift a little: AdamW's first steps are sign-like, so float-level gradient differences
+    # in near-zero components move weights by a full lr (measured 1e-4 relative on KL at step 1).
     for a, b in zip(rows(tmp_path / "plain"), rows(tmp_path / "ckpt")):
+        tol = 1e-6 if a["step"] == 0 else 1e-3
         for key in ("loss/total", "kl/mean", "train/grad_norm", "reward/mean"):
-            assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-9), (a["step"], key)
+            assert b[key] == pytest.approx(a[key], rel=tol, abs=1e-9), (a["step"], key)
 
 
 @pytest.mark.slow
