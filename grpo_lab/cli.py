@@ -43,6 +43,19 @@ def fail(exc: Exception) -> None:
     raise typer.Exit(2)
 
 
+def check_runnable(configs) -> None:
+    """What a run needs from this machine, before anything is written: each model cached or on the
+    Hub (one quick request, not a minute of retries), and the code sandbox where a task needs it."""
+    from grpo_lab.catalog import check_available, load_card
+    from grpo_lab.rewards.sandbox import check_for
+
+    configs = list(configs)
+    for model in dict.fromkeys(c.model for c in configs):
+        check_available(load_card(model))
+    for cfg in configs:
+        check_for(cfg.tasks, cfg.sandbox)
+
+
 def open_registry(db: str | None, workspace: Path):
     """The registry's session factory; a bad or unreachable URL ends the command with its reason."""
     from grpo_lab import registry as reg
@@ -64,14 +77,11 @@ def run(
     from grpo_lab.trainer.grpo import train
     from grpo_lab.views import show_summary
 
-    from grpo_lab.catalog import check_available, load_card
-
-    from grpo_lab.rewards.sandbox import SandboxError, check_for
+    from grpo_lab.rewards.sandbox import SandboxError
 
     try:  # every check before anything is written: a bad name leaves no run folder behind
         cfg = load_config(config, set_)
-        check_available(load_card(cfg.model))
-        check_for(cfg.tasks, cfg.sandbox)
+        check_runnable([cfg])
     except (ConfigError, SandboxError) as exc:
         fail(exc)
     out = out or Path("runs") / cfg.run_id()
@@ -191,20 +201,16 @@ def sweep(
     from grpo_lab.environment import env_snapshot
     from grpo_lab.matrix import load_matrix
     from grpo_lab.runners.base import load_profile, make_runner
-    from grpo_lab.catalog import check_available, load_card
     from grpo_lab.sweep import SweepOptions, SweepTracker, execute_sweep, open_sweep, plan_for, recover
     from grpo_lab.views import SweepProgress, best_tricks, runs_table, show_plan
-    from grpo_lab.rewards.sandbox import SandboxError, check_for
+    from grpo_lab.rewards.sandbox import SandboxError
 
     opts = SweepOptions(workspace=workspace, db_url=db, retries=retries, allow_over_budget=allow_over_budget, name=name,
                         on_change="replace" if replace else "extend" if extend else "refuse")
     try:
         plan = plan_for(matrix, opts)
         profile = load_profile(runner or load_matrix(matrix).runner)
-        for model in dict.fromkeys(c.model for c in plan.cells):  # before preflight would load (and retry) it
-            check_available(load_card(model))
-        for shared in {id(c.shared): c.shared for c in plan.cells}.values():
-            check_for(shared.tasks, shared.sandbox)
+        check_runnable({id(c.shared): c.shared for c in plan.cells}.values())  # before preflight loads models
     except (ConfigError, SandboxError) as exc:
         fail(ConfigError(escape(str(exc))))
     show_plan(console, plan, table=False)

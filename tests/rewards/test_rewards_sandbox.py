@@ -1,6 +1,5 @@
 """Sandbox: correct scoring, partial credit, deadlines, dedup, and refusal without bubblewrap."""
 
-import os
 import time
 import warnings
 
@@ -125,9 +124,18 @@ def test_the_template_and_its_children_die_with_the_trainer(mode):
               f"box = Sandbox({mode!r}, workers=2)\n"
               "box.run([('x = 1', [compile_test('x == 1')])] * 1 + [('y = 2', [compile_test('y == 2')])], 1.0)\n"
               "def tree(pid):\n"
-              "    kids = open(f'/proc/{pid}/task/{pid}/children').read().split()\n"
+              "    try:  # a child that just exited has no /proc entry left\n"
+              "        kids = open(f'/proc/{pid}/task/{pid}/children').read().split()\n"
+              "    except OSError:\n"
+              "        kids = []\n"
               "    return [pid] + [p for k in kids for p in tree(int(k))]\n"
-              "print(*tree(box._proc.pid), flush=True)\n"
+              "import time\n"
+              "for _ in range(200):  # the children ordered for the next batch are forked meanwhile\n"
+              "    pids = tree(box._proc.pid)\n"
+              "    if len(pids) >= 3:\n"
+              "        break\n"
+              "    time.sleep(0.05)\n"
+              "print(*pids, flush=True)\n"
               "import os; os.kill(os.getpid(), 9)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     pids = [int(p) for p in out.stdout.split()]
