@@ -29,8 +29,8 @@ def test_quickstart_plan():
 
 def test_ten_tricks_plan():
     p = plan_json(ROOT / "matrices" / "ten_tricks.yaml")
-    assert len(p["cells"]) == (1 + 10 + 2) * 3 * 2 == 78
-    assert len({c["run_id"] for c in p["cells"]}) == 78
+    assert len(p["cells"]) == (1 + 11 + 2) * 3 * 2 == 84
+    assert len({c["run_id"] for c in p["cells"]}) == 84
     assert {c["task"] for c in p["cells"]} == {"math", "code", "logic"}
     assert p["totals"]["gpu_hours"] == sum(c["gpu_hours"] for c in p["cells"])
     assert len(p["warnings"]) == 1 and "dynamic_temperature+ema_reference+group_size_16" in p["warnings"][0]
