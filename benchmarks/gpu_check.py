@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.table import Table
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from grpo_lab.config import LossConfig
 from grpo_lab.rollout.torch_engine import TorchEngine, left_pad
+from grpo_lab.spec.config import LossConfig
 from grpo_lab.trainer.batch import build_batch, token_logprobs
 from grpo_lab.trainer.loss import policy_loss
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from grpo_lab.config import RunConfig
+from grpo_lab.spec.config import RunConfig
 
 G, PROMPTS, NEW, BETA = 8, 4, 64, 0.04
 

@@ -13,10 +13,10 @@ import argparse
 import math
 import time
 
-from grpo_lab.catalog import load_hardware
-from grpo_lab.matrix import expand, parse_matrix
-from grpo_lab.plan import make_plan
-from grpo_lab.tricks import load_catalog
+from grpo_lab.spec.matrix import expand, parse_matrix
+from grpo_lab.spec.model_cards import load_hardware
+from grpo_lab.spec.plan import make_plan
+from grpo_lab.spec.tricks import load_catalog
 
 
 def big_spec(cells: int) -> dict:

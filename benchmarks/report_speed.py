@@ -19,8 +19,14 @@ import numpy as np
 import polars as pl
 
 from grpo_lab.report.build import write_files
-from grpo_lab.report.figures import (FigureLimits, choose_sets, curve_images, heatmap_images,
-                                     length_images, stability_images)
+from grpo_lab.report.figures import (
+    FigureLimits,
+    choose_sets,
+    curve_images,
+    heatmap_images,
+    length_images,
+    stability_images,
+)
 from grpo_lab.report.inputs import ReportData
 from grpo_lab.report.sections import Parts, TableLimits, build_document
 from grpo_lab.report.series import run_stats

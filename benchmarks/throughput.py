@@ -24,12 +24,11 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from grpo_lab.config import RunConfig
 from grpo_lab.models import load_card, load_model
 from grpo_lab.rollout.torch_engine import TorchEngine, left_pad
+from grpo_lab.spec.config import RunConfig
 from grpo_lab.tasks import make_task
 from grpo_lab.trainer.batch import build_batch, token_logprobs
-
 
 DEFAULT_THREADS = torch.get_num_threads()
 

@@ -11,10 +11,16 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.util.yamlio import ConfigError
 
 # rich shows grpo-lab's progress; transformers' per-load tqdm bars (also in the workers, which inherit
 # the environment) would interleave with it. Set HF_HUB_DISABLE_PROGRESS_BARS=0 to see them.
@@ -46,8 +52,8 @@ def fail(exc: Exception) -> None:
 def check_runnable(configs) -> None:
     """What a run needs from this machine, before anything is written: each model cached or on the
     Hub (one quick request, not a minute of retries), and the code sandbox where a task needs it."""
-    from grpo_lab.catalog import check_available, load_card
     from grpo_lab.rewards.sandbox import check_for
+    from grpo_lab.spec.model_cards import check_available, load_card
 
     configs = list(configs)
     for model in dict.fromkeys(c.model for c in configs):
@@ -58,7 +64,7 @@ def check_runnable(configs) -> None:
 
 def open_registry(db: str | None, workspace: Path):
     """The registry's session factory; a bad or unreachable URL ends the command with its reason."""
-    from grpo_lab import registry as reg
+    from grpo_lab.execution import registry as reg
 
     try:
         return reg.connect(db or reg.default_url(workspace))
@@ -73,11 +79,10 @@ def run(
     out: Optional[Path] = typer.Option(None, help="output folder (default runs/<run id>); resumes if it holds a checkpoint"),
 ) -> None:
     """Train one GRPO run; writes metrics.jsonl and summary.json."""
-    from grpo_lab.config import load_config
+    from grpo_lab.rewards.sandbox import SandboxError
+    from grpo_lab.spec.config import load_config
     from grpo_lab.trainer.grpo import train
     from grpo_lab.views import show_summary
-
-    from grpo_lab.rewards.sandbox import SandboxError
 
     try:  # every check before anything is written: a bad name leaves no run folder behind
         cfg = load_config(config, set_)
@@ -104,7 +109,7 @@ def run(
 @app.command()
 def tricks(as_json: bool = typer.Option(False, "--json")) -> None:
     """List the trick catalog (experiments/tricks.yaml)."""
-    from grpo_lab.tricks import load_catalog
+    from grpo_lab.spec.tricks import load_catalog
 
     catalog = load_catalog()
     if as_json:
@@ -130,8 +135,8 @@ def plan(
 
     from rich.markup import escape
 
-    from grpo_lab.matrix import load_matrix
-    from grpo_lab.plan import make_plan
+    from grpo_lab.spec.matrix import load_matrix
+    from grpo_lab.spec.plan import make_plan
     from grpo_lab.views import plan_lines, show_plan
 
     try:
@@ -155,9 +160,9 @@ def preset(
     """Write a budget-tier matrix (docs/study.md "Budget tiers") whose estimate fits the tier, and summarise its plan."""
     from rich.markup import escape
 
-    from grpo_lab.budget import preset_yaml
-    from grpo_lab.matrix import load_matrix
-    from grpo_lab.plan import make_plan
+    from grpo_lab.spec.budget import preset_yaml
+    from grpo_lab.spec.matrix import load_matrix
+    from grpo_lab.spec.plan import make_plan
     from grpo_lab.views import show_plan
 
     out = out or Path("matrices") / f"preset-{tier}-{model}-{task}.yaml"
@@ -196,14 +201,21 @@ def sweep(
     most open comparisons per device-hour (anytime-valid confidence sequences, analysis/decide.py)."""
     from rich.markup import escape
 
-    from grpo_lab import registry as reg
-    from grpo_lab import tracking
-    from grpo_lab.environment import env_snapshot
-    from grpo_lab.matrix import load_matrix
-    from grpo_lab.runners.base import load_profile, make_runner
-    from grpo_lab.sweep import SweepOptions, SweepTracker, execute_sweep, open_sweep, plan_for, recover
-    from grpo_lab.views import SweepProgress, best_tricks, runs_table, show_plan
+    from grpo_lab.execution import registry as reg
+    from grpo_lab.execution import tracking
+    from grpo_lab.execution.environment import env_snapshot
+    from grpo_lab.execution.runners.base import load_profile, make_runner
+    from grpo_lab.execution.sweep import (
+        SweepOptions,
+        SweepTracker,
+        execute_sweep,
+        open_sweep,
+        plan_for,
+        recover,
+    )
     from grpo_lab.rewards.sandbox import SandboxError
+    from grpo_lab.spec.matrix import load_matrix
+    from grpo_lab.views import SweepProgress, best_tricks, runs_table, show_plan
 
     opts = SweepOptions(workspace=workspace, db_url=db, retries=retries, allow_over_budget=allow_over_budget, name=name,
                         on_change="replace" if replace else "extend" if extend else "refuse")
@@ -215,7 +227,7 @@ def sweep(
         fail(ConfigError(escape(str(exc))))
     show_plan(console, plan, table=False)
     if decide:
-        from grpo_lab import sequential  # noqa: F401 (its tables must exist before the registry opens)
+        from grpo_lab.execution import waves  # noqa: F401 (its tables must exist before the registry opens)
     Session = open_registry(db, workspace)
     hold_lease(ctx, Session, plan.name)
     with Session() as session:
@@ -243,7 +255,7 @@ def sweep(
         try:
             with progress:
                 if decide:
-                    from grpo_lab.sequential import DecideOptions, run_decide
+                    from grpo_lab.execution.waves import DecideOptions, run_decide
 
                     why = run_decide(session, sw, plan, run_on, opts, DecideOptions(budget=budget, delta=delta),
                                      on_event=on_event, say=console.print)
@@ -265,7 +277,7 @@ def sweep(
 
 def hold_lease(ctx: typer.Context, Session, sweep: str) -> None:
     """Hold the registry's driver lease until the command ends, or end it naming the live driver."""
-    from grpo_lab.lease import Lease
+    from grpo_lab.execution.lease import Lease
 
     try:
         lease = Lease(Session, sweep)
@@ -276,8 +288,8 @@ def hold_lease(ctx: typer.Context, Session, sweep: str) -> None:
 
 def run_preflight(plan, sw) -> None:
     """Preflight once per (model, task) with runs to do; a red flag stops the sweep before training."""
+    from grpo_lab.execution.sweep import preflight_pairs
     from grpo_lab.preflight import preflight
-    from grpo_lab.sweep import preflight_pairs
 
     for cfg in preflight_pairs(plan, sw):
         with console.status(f"preflight {cfg.model} / {'+'.join(cfg.tasks)}"):
@@ -298,7 +310,7 @@ def status(
     db: Optional[str] = typer.Option(None, help="registry SQLAlchemy URL"),
 ) -> None:
     """Counts per sweep, or the status of every run of one sweep."""
-    from grpo_lab import registry as reg
+    from grpo_lab.execution import registry as reg
     from grpo_lab.views import runs_table, sweeps_table
 
     Session = open_registry(db, workspace)
@@ -309,7 +321,7 @@ def status(
             return
         sw = reg.get_sweep(session, sweep_name)
         if sw is None:
-            from grpo_lab.yamlio import suggest
+            from grpo_lab.util.yamlio import suggest
 
             fail(ConfigError(f"no sweep '{sweep_name}'{suggest(sweep_name, [s.name for s in sweeps])}"))
         console.print(runs_table(sw))
@@ -323,7 +335,7 @@ def ui(
     port: int = typer.Option(5000, help="port on 127.0.0.1"),
 ) -> None:
     """Open the MLflow UI on the sweeps' tracking store (local only; Ctrl-C stops it)."""
-    from grpo_lab.tracking import default_tracking_uri, serve_ui
+    from grpo_lab.execution.tracking import default_tracking_uri, serve_ui
 
     uri = tracking_uri or default_tracking_uri(workspace)
     console.print(f"MLflow UI for {uri} at http://127.0.0.1:{port}", markup=False)
@@ -411,10 +423,10 @@ def report(
     """Write the comparison report of a sweep: index.html (self-contained) and report.md."""
     from rich.markup import escape
 
-    from grpo_lab import registry as reg
+    from grpo_lab.execution import registry as reg
     from grpo_lab.report import write_report
     from grpo_lab.report.from_sweep import sweep_data
-    from grpo_lab.yamlio import suggest
+    from grpo_lab.util.yamlio import suggest
 
     Session = open_registry(db, workspace)
     with Session() as session:

@@ -15,14 +15,14 @@ os.environ.setdefault("GRPO_LAB_CACHE", str(ROOT / ".cache"))
 
 def tiny_cfg(after: dict | None = None, **over):
     """A run config for a few fast steps on the small test model; `after` applies over its tricks."""
-    from grpo_lab.config import resolve
+    from grpo_lab.spec.config import resolve
 
     base = {
         "model": TINY_FAST, "task": "math", "levels": 2, "steps": 4, "checkpoint_every": 2,
         "sampling": {"prompts_per_step": 4, "group_size": 4, "max_new_tokens": 6},
         "eval": {"every": 2, "problems": 8, "samples": 2, "k": [1, 2]},
     }
-    from grpo_lab.config import deep_merge
+    from grpo_lab.spec.config import deep_merge
 
     return resolve(deep_merge(base, over), overrides=after)
 

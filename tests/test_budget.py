@@ -2,19 +2,19 @@
 
 import pytest
 
-from grpo_lab.budget import RESPONSE_FILL, calibrate, estimate, preset, preset_yaml
-from grpo_lab.catalog import load_hardware, load_card
-from grpo_lab.config import resolve
-from grpo_lab.matrix import TIERS, expand, parse_matrix
-from grpo_lab.plan import make_plan
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.spec.budget import RESPONSE_FILL, calibrate, estimate, preset, preset_yaml
+from grpo_lab.spec.config import resolve
+from grpo_lab.spec.matrix import TIERS, expand, parse_matrix
+from grpo_lab.spec.model_cards import load_card, load_hardware
+from grpo_lab.spec.plan import make_plan
+from grpo_lab.util.yamlio import ConfigError
 
 STUDY = {"model": "qwen2.5-7b", "steps": 600, "sampling": {"prompts_per_step": 64, "group_size": 8, "max_new_tokens": 1024},
          "eval": {"every": 50, "problems": 200, "samples": 8}}
 
 
 def est(over=None, hw="h800", **kw):
-    from grpo_lab.config import deep_merge
+    from grpo_lab.spec.config import deep_merge
 
     cfg = resolve(deep_merge(STUDY, over or {}))
     return estimate(cfg, load_card(cfg.model), load_hardware(hw), **kw)
@@ -38,7 +38,7 @@ def test_one_study_cell_is_within_the_studys_order_of_magnitude():
     says; a modern stack (h800) about 3x cheaper."""
     from pathlib import Path
 
-    from grpo_lab.matrix import load_matrix
+    from grpo_lab.spec.matrix import load_matrix
 
     path = Path(__file__).resolve().parents[1] / "matrices" / "study-cell-qwen2.5-7b.yaml"
     study = make_plan(load_matrix(path), "h800-study")

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from grpo_lab.config import RunConfig, load_config
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.spec.config import RunConfig, load_config
+from grpo_lab.util.yamlio import ConfigError
 
 
 def test_misspelt_key_names_key_file_and_line(tmp_path):
@@ -52,7 +52,7 @@ def test_run_id_changes_with_the_task_generator_version(monkeypatch):
 
 
 def test_duplicate_yaml_key_names_file_line_and_key(tmp_path):
-    from grpo_lab.matrix import load_matrix
+    from grpo_lab.spec.matrix import load_matrix
 
     p = tmp_path / "m.yaml"
     p.write_text("name: dup\nmodels: [tiny]\ntasks: [math]\nseeds: [0]\ntricks: [baseline]\nseeds: [5]\n")
@@ -66,7 +66,7 @@ def test_duplicate_yaml_key_names_file_line_and_key(tmp_path):
 
 
 def test_commuting_trick_order_is_one_run_and_order_that_matters_is_warned():
-    from grpo_lab.tricks import TrickOrderWarning
+    from grpo_lab.spec.tricks import TrickOrderWarning
 
     a = load_config(None, ["tricks=[ema_reference, quantile_norm]"])
     b = load_config(None, ["tricks=[quantile_norm, ema_reference]"])
@@ -78,7 +78,7 @@ def test_commuting_trick_order_is_one_run_and_order_that_matters_is_warned():
 
 
 def test_sandbox_default_keeps_run_ids_and_unsafe_local_gets_its_own():
-    from grpo_lab.config import RunConfig
+    from grpo_lab.spec.config import RunConfig
 
     assert "sandbox" not in RunConfig().identity()
     assert RunConfig(sandbox="unsafe-local").run_id() != RunConfig().run_id()
@@ -87,8 +87,8 @@ def test_sandbox_default_keeps_run_ids_and_unsafe_local_gets_its_own():
 def test_configs_written_before_the_sandbox_setting_compare_equal_to_todays():
     import json as _json
 
-    from grpo_lab.config import RunConfig, comparable
-    from grpo_lab.sweep import _without_seed
+    from grpo_lab.execution.sweep import _without_seed
+    from grpo_lab.spec.config import RunConfig, comparable
 
     today = RunConfig().model_dump(mode="json")
     before = {k: v for k, v in today.items() if k != "sandbox"}

@@ -33,7 +33,7 @@ def swept(tmp_path_factory):
 def test_mlflow_store_has_parent_and_every_child(swept):
     import mlflow
 
-    from grpo_lab import tracking
+    from grpo_lab.execution import tracking
 
     _, ws = swept
     client = mlflow.MlflowClient(tracking.default_tracking_uri(ws))

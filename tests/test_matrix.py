@@ -4,8 +4,8 @@ import warnings
 
 import pytest
 
-from grpo_lab.matrix import expand, load_matrix, parse_matrix
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.spec.matrix import expand, load_matrix, parse_matrix
+from grpo_lab.util.yamlio import ConfigError
 
 THREE = ["kl_anneal", "quantile_norm", "lr_warmup"]  # three dimensions
 

@@ -8,13 +8,13 @@ import torch
 from typer.testing import CliRunner
 
 from grpo_lab.cli import app
-from grpo_lab.config import load_config
-from grpo_lab.matrix import load_matrix
+from grpo_lab.execution.environment import environment
 from grpo_lab.preflight import preflight
-from grpo_lab.environment import environment
 from grpo_lab.preflight.env_checks import environment_checks
 from grpo_lab.preflight.reward_signal import Component, component_stats, reward_checks
 from grpo_lab.preflight.targets import matrix_configs
+from grpo_lab.spec.config import load_config
+from grpo_lab.spec.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_FAST = str(ROOT / "tests" / "data" / "tiny-fast.yaml")

@@ -1,8 +1,8 @@
 """The registry on SQLite and PostgreSQL: cells link runs across sweeps, attempts keep their hours."""
 
-from grpo_lab import registry as reg
-from grpo_lab.matrix import load_matrix
-from grpo_lab.plan import make_plan
+from grpo_lab.execution import registry as reg
+from grpo_lab.spec.matrix import load_matrix
+from grpo_lab.spec.plan import make_plan
 from tests.runners.sweeps import write_matrix
 
 
@@ -68,7 +68,7 @@ def test_registry_urls_get_an_installed_driver_and_bad_ones_a_clear_error():
 
     import pytest
 
-    from grpo_lab.yamlio import ConfigError
+    from grpo_lab.util.yamlio import ConfigError
 
     if importlib.util.find_spec("psycopg2") is None:  # the postgres extra brings psycopg 3 only
         assert reg.engine_url("postgresql://me@db.example/lab") == "postgresql+psycopg://me@db.example/lab"

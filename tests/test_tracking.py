@@ -11,9 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab import tracking
-from grpo_lab.environment import env_snapshot
-from grpo_lab.tracking import Tracker, completion_tables, metric_key, summary_metrics
+from grpo_lab.execution import tracking
+from grpo_lab.execution.environment import env_snapshot
+from grpo_lab.execution.tracking import (
+    Tracker,
+    completion_tables,
+    metric_key,
+    summary_metrics,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 ALARM = {"step": 2, "kind": "reward_cliff", "value": 0.1, "threshold": 0.3, "message": "reward fell"}
@@ -166,7 +171,7 @@ socket.socket.connect = connect
 socket.create_connection = lambda address, *a, **k: refuse(address)
 socket.getaddrinfo = lambda host, *a, **k: refuse(host)
 sys.path.insert(0, sys.argv[3])
-from grpo_lab.tracking import Tracker
+from grpo_lab.execution.tracking import Tracker
 import mlflow, mlflow.telemetry.client
 tracker = Tracker(sys.argv[1])
 parent = tracker.start_sweep("offline")
@@ -254,7 +259,7 @@ def test_a_failing_store_warns_and_the_sweep_goes_on(tmp_path, run_dirs):
     """SweepTracker over a store that cannot open (a folder as the SQLite file): every call warns, none raises."""
     from types import SimpleNamespace
 
-    from grpo_lab.sweep import SweepTracker
+    from grpo_lab.execution.sweep import SweepTracker
 
     cell = SimpleNamespace(run_id="r1", run=SimpleNamespace(status="finished", out_dir=str(run_dirs[1]),
                                                             attempts=[SimpleNamespace(status="finished")]))

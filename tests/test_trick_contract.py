@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from grpo_lab.config import deep_merge
-from grpo_lab.tricks import DIMENSIONS, load_catalog
+from grpo_lab.spec.config import deep_merge
+from grpo_lab.spec.tricks import DIMENSIONS, load_catalog
 from grpo_lab.trainer.grpo import train
 
 CATALOG = load_catalog()

@@ -16,12 +16,12 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from grpo_lab import registry as reg
-from grpo_lab.matrix import expand, load_matrix
+from grpo_lab.execution import registry as reg
+from grpo_lab.spec.matrix import expand, load_matrix
 from grpo_lab.tune import TuneOptions, load_space, tune
 from grpo_lab.tune.base import load_base
 from grpo_lab.tune.study import pruning_hook
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.util.yamlio import ConfigError
 from tests.conftest import TINY_FAST, tiny_cfg
 from tests.runners.sweeps import freeze_workers
 

@@ -1,6 +1,6 @@
 """Decide comparisons under optional stopping, and spend the next runs where verdicts are open.
 
-Pure functions; the `--decide` loop (grpo_lab/sequential.py) only feeds them the per-seed scores
+Pure functions; the `--decide` loop (grpo_lab/execution/waves.py) only feeds them the per-seed scores
 of finished runs and records what they return.
 
 Comparisons, within one (model, task), over arm means ȳ_a with n_a seeds each:

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from grpo_lab.analysis import stats
-from grpo_lab.yamlio import ConfigError, suggest
+from grpo_lab.util.yamlio import ConfigError, suggest
 
 BASELINE = "baseline"
 VARIANCES = ("pooled", "paired")
@@ -150,7 +150,7 @@ def contrast(cell: Cell, coefs: dict[str, float], variance: str = "pooled") -> C
 @lru_cache(maxsize=4096)
 def dimension_warning(key: str) -> str:
     """'; '-joined notes for tricks of a set that act on the same dimension (catalog tricks only)."""
-    from grpo_lab.tricks import load_catalog, same_dimension_pairs
+    from grpo_lab.spec.tricks import load_catalog, same_dimension_pairs
 
     known = [t for t in key.split("+") if t in load_catalog()]
     return "; ".join(f"{a} and {b} both act on {dim}" for dim, a, b in same_dimension_pairs(known))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from grpo_lab.catalog import ModelCard, TinySpec, load_card
+from grpo_lab.spec.model_cards import ModelCard, TinySpec, load_card
 
 
 def cache_dir() -> Path:

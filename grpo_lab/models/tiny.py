@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from grpo_lab.catalog import TinySpec
+from grpo_lab.spec.model_cards import TinySpec
 
 CHARS = "\n" + "".join(chr(c) for c in range(32, 127))
 SPECIALS = ("<pad>", "<eos>")

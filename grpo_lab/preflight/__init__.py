@@ -12,13 +12,24 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_lab.config import RunConfig
-from grpo_lab.environment import environment
+from grpo_lab.execution.environment import environment
 from grpo_lab.preflight.checks import Check
-from grpo_lab.preflight.diversity import diversity_checks, diversity_summary, group_diversity
+from grpo_lab.preflight.diversity import (
+    diversity_checks,
+    diversity_summary,
+    group_diversity,
+)
 from grpo_lab.preflight.env_checks import environment_checks
 from grpo_lab.preflight.reward_signal import Component, component_stats, reward_checks
-from grpo_lab.preflight.sampling import DIVERSITY_SEED, PREFLIGHT_SEED, Sampled, build, fixed_problems, sample
+from grpo_lab.preflight.sampling import (
+    DIVERSITY_SEED,
+    PREFLIGHT_SEED,
+    Sampled,
+    build,
+    fixed_problems,
+    sample,
+)
+from grpo_lab.spec.config import RunConfig
 
 
 @dataclass

@@ -1,12 +1,13 @@
-"""The software environment (grpo_lab.environment) against a pinned snapshot (docs/study.md: pin Python,
+"""The software environment (grpo_lab.execution.environment) against a pinned snapshot (docs/study.md: pin Python,
 PyTorch, vLLM, CUDA)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from grpo_lab.environment import package_version
+from grpo_lab.execution.environment import package_version
 from grpo_lab.preflight.checks import Check
+
 
 def _current(name: str, env: Mapping[str, str | None]) -> str | None:
     return env[name] if name in env else package_version(name)

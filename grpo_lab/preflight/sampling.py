@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
-from grpo_lab.config import RunConfig
 from grpo_lab.rollout import make_engine
 from grpo_lab.rollout.base import Rollout
+from grpo_lab.spec.config import RunConfig
 from grpo_lab.trainer.grpo import merge
 from grpo_lab.trainer.schedules import temperature_at
 from grpo_lab.trainer.scoring import Scored, score_rollout, shape_terms

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grpo_lab.config import RunConfig, load_config, parse_set, resolve
-from grpo_lab.matrix import MatrixSpec, expand, load_matrix
 from grpo_lab.models import load_card
+from grpo_lab.spec.config import RunConfig, load_config, parse_set, resolve
+from grpo_lab.spec.matrix import MatrixSpec, expand, load_matrix
 from grpo_lab.tasks import TASKS
-from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
 
 def matrix_configs(spec: MatrixSpec) -> list[RunConfig]:

@@ -14,7 +14,12 @@ import polars as pl
 from grpo_lab.report.document import Image
 from grpo_lab.report.inputs import BASELINE, KEYS, ReportData
 from grpo_lab.report.plots import Line, Panel, band_grid_png, heatmap_png, timeline_png
-from grpo_lab.report.series import bands, event_points, interaction_grid, pick_trick_sets
+from grpo_lab.report.series import (
+    bands,
+    event_points,
+    interaction_grid,
+    pick_trick_sets,
+)
 
 
 @dataclass(frozen=True)

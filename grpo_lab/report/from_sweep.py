@@ -14,14 +14,16 @@ from pathlib import Path
 import polars as pl
 from sqlalchemy.orm import object_session
 
-from grpo_lab import registry as reg
-from grpo_lab import sequential  # its decide_* tables exist once a registry is opened after this import
 from grpo_lab.analysis.interactions import effects, interactions
 from grpo_lab.analysis.results import frame_from_run_dirs
 from grpo_lab.analysis.run_metrics import events_frame, steps_frame
 from grpo_lab.analysis.variance import budget_frame
+from grpo_lab.execution import registry as reg
+from grpo_lab.execution import (
+    waves,  # its decide_* tables exist once a registry is opened after this import
+)
+from grpo_lab.execution.sweep import cell_arms, mixed_arms
 from grpo_lab.report.inputs import ReportData
-from grpo_lab.sweep import cell_arms, mixed_arms
 
 SAMPLING_PHASES = ("rollout", "reward", "eval")
 
@@ -83,7 +85,7 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
         effects=effects(runs, metric, logit=logit), interactions=interactions(runs, metric, logit=logit),
         costs=costs(sweep, cells, effective), env=json.loads(sweep.env_json or "{}"),
         variance=budget_frame([(c.labels(), Path(c.run.out_dir)) for c in cells]),
-        decisions=sequential.report_rows(session, sweep) if (session := object_session(sweep)) else {},
+        decisions=waves.report_rows(session, sweep) if (session := object_session(sweep)) else {},
         meta={"sweep": sweep.name, "matrix": matrix, "metric": metric, "created": sweep.created_at.isoformat(),
               "commands": [f"grpo-lab plan {matrix}", f"grpo-lab sweep {matrix}",
                            f"grpo-lab report {sweep.name} --metric {metric}"]},

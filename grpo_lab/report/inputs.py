@@ -75,7 +75,7 @@ class ReportData:
     env: dict[str, str] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     variance: pl.DataFrame = field(default_factory=pl.DataFrame)  # analysis.variance.budget_frame
-    decisions: dict[str, Any] = field(default_factory=dict)  # --decide: waves, verdicts (sequential.report_rows)
+    decisions: dict[str, Any] = field(default_factory=dict)  # --decide: waves, verdicts (execution/waves.py report_rows)
 
     def __post_init__(self) -> None:
         self.runs = conform(self.runs, RUNS_SCHEMA)

@@ -11,7 +11,16 @@ import base64
 import html
 import re
 
-from grpo_lab.report.document import Badge, Block, Cell, Code, Document, Image, Paragraph, Table
+from grpo_lab.report.document import (
+    Badge,
+    Block,
+    Cell,
+    Code,
+    Document,
+    Image,
+    Paragraph,
+    Table,
+)
 
 _CSS = """
 :root { --fg: #1d2430; --muted: #5b6576; --line: #d9dee6; --bg: #ffffff; --band: #f5f7fa; }

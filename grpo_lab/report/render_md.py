@@ -5,7 +5,16 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from grpo_lab.report.document import Badge, Block, Cell, Code, Document, Image, Paragraph, Table
+from grpo_lab.report.document import (
+    Badge,
+    Block,
+    Cell,
+    Code,
+    Document,
+    Image,
+    Paragraph,
+    Table,
+)
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
 

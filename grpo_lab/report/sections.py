@@ -9,7 +9,15 @@ import polars as pl
 
 from grpo_lab.report import fmt, tables
 from grpo_lab.report.decisions import decision_blocks, variance_blocks
-from grpo_lab.report.document import Block, Code, Document, Image, Paragraph, Section, Table
+from grpo_lab.report.document import (
+    Block,
+    Code,
+    Document,
+    Image,
+    Paragraph,
+    Section,
+    Table,
+)
 from grpo_lab.report.inputs import KEYS, ReportData
 from grpo_lab.report.verdicts import VerdictPolicy
 

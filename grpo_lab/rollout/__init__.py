@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from grpo_lab.rollout.base import Rollout, RolloutEngine
 
 if TYPE_CHECKING:
-    from grpo_lab.config import RunConfig
+    from grpo_lab.spec.config import RunConfig
 
 ENGINES = ("torch", "vllm")
 

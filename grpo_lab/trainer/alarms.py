@@ -16,7 +16,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from grpo_lab.config import ALARM_KINDS, AlarmsConfig
+from grpo_lab.spec.config import ALARM_KINDS, AlarmsConfig
 from grpo_lab.trainer.checkpoint import MetricsLog
 
 REPEAT_N = 4  # character n-gram length of `repetition_rate`

@@ -19,7 +19,7 @@ from typing import Protocol
 
 import torch
 
-from grpo_lab.config import OptimConfig, RunConfig
+from grpo_lab.spec.config import OptimConfig, RunConfig
 
 MISSING_DEEPSPEED = "backend deepspeed needs `pip install grpo-lab[gpu]` (or `pip install deepspeed`)"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from grpo_lab.config import RunConfig
 from grpo_lab.rollout.base import Rollout
+from grpo_lab.spec.config import RunConfig
 from grpo_lab.trainer import checkpoint
 from grpo_lab.trainer.advantages import compute_advantages
 from grpo_lab.trainer.alarms import AlarmMonitor, repetition_rate
@@ -23,7 +23,12 @@ from grpo_lab.trainer.batch import build_batch, forwarded_tokens, token_logprobs
 from grpo_lab.trainer.importance import tis_weights
 from grpo_lab.trainer.loss import kl_estimate, masked_mean, policy_loss
 from grpo_lab.trainer.schedules import beta_at, lr_factor, temperature_at
-from grpo_lab.trainer.scoring import Scored, loss_mask, score_rollout, unique_answer_ratio
+from grpo_lab.trainer.scoring import (
+    Scored,
+    loss_mask,
+    score_rollout,
+    unique_answer_ratio,
+)
 from grpo_lab.trainer.setup import Run, setup
 
 

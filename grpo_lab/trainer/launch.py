@@ -36,7 +36,7 @@ def rank_dir(out_dir: Path, rank: int) -> Path:
 
 
 def main(argv: list[str]) -> dict:
-    from grpo_lab.config import load_config
+    from grpo_lab.spec.config import load_config
     from grpo_lab.trainer.grpo import train
 
     if len(argv) != 2:

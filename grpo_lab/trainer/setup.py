@@ -11,9 +11,9 @@ from pathlib import Path
 
 import torch
 
-from grpo_lab.config import RunConfig
 from grpo_lab.models import load_card, load_model
 from grpo_lab.rollout import make_engine
+from grpo_lab.spec.config import RunConfig
 from grpo_lab.tasks import make_task
 from grpo_lab.trainer import checkpoint
 from grpo_lab.trainer.backend import Backend, make_backend, same_on_all_ranks

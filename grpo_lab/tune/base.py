@@ -7,11 +7,11 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grpo_lab.config import RunConfig, deep_merge, parse_set, resolve
-from grpo_lab.matrix import load_matrix
-from grpo_lab.tricks import SameDimensionWarning
+from grpo_lab.spec.config import RunConfig, deep_merge, parse_set, resolve
+from grpo_lab.spec.matrix import load_matrix
+from grpo_lab.spec.tricks import SameDimensionWarning
 from grpo_lab.tune.space import nest
-from grpo_lab.yamlio import ConfigError, load_yaml
+from grpo_lab.util.yamlio import ConfigError, load_yaml
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import yaml
 from optuna.trial import TrialState
 from rich.table import Table
 
-from grpo_lab.config import deep_merge
+from grpo_lab.spec.config import deep_merge
 from grpo_lab.tune.base import Base
 from grpo_lab.tune.space import nest
 

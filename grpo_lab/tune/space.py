@@ -16,13 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
 from pydantic import BaseModel
 
-from grpo_lab.config import RunConfig, resolve
-from grpo_lab.tracking import flatten
-from grpo_lab.tricks import SameDimensionWarning, load_catalog
-from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+from grpo_lab.execution.tracking import flatten
+from grpo_lab.spec.config import RunConfig, resolve
+from grpo_lab.spec.tricks import SameDimensionWarning, load_catalog
+from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
 SPEC_KEYS = ("low", "high", "log", "step", "choices")
 FORM = "{low: L, high: H[, log: true][, step: S]} or {choices: [a, b, ...]}"

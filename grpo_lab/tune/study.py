@@ -20,17 +20,17 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
-from grpo_lab import registry as reg
-from grpo_lab.catalog import Hardware, load_card, load_hardware
-from grpo_lab.config import RunConfig
-from grpo_lab.matrix import DEFAULT_HARDWARE
-from grpo_lab.sweep import recover, totals
+from grpo_lab.execution import registry as reg
+from grpo_lab.execution.sweep import recover, totals
+from grpo_lab.spec.config import RunConfig
+from grpo_lab.spec.matrix import DEFAULT_HARDWARE
+from grpo_lab.spec.model_cards import Hardware, load_card, load_hardware
 from grpo_lab.tune.base import Base, load_base
 from grpo_lab.tune.output import write_override
 from grpo_lab.tune.space import SearchSpace, load_space
 from grpo_lab.tune.track import TuneTracker
 from grpo_lab.tune.trial import OnStep, execute_trial, register_trial
-from grpo_lab.yamlio import ConfigError, suggest
+from grpo_lab.util.yamlio import ConfigError, suggest
 
 COUNTED = (TrialState.COMPLETE, TrialState.PRUNED)  # what --trials counts
 MAX_FAILURES = 3  # consecutive failed trials that end a tune (a broken base, not an unlucky point)
@@ -141,7 +141,7 @@ def open_study(url: str, name: str, metric: str, opts: TuneOptions, steps: int) 
 
 
 def open_sweep(session: Session, name: str, target: Path, hw: Hardware, budget: float | None) -> reg.Sweep:
-    from grpo_lab.environment import env_snapshot
+    from grpo_lab.execution.environment import env_snapshot
 
     sweep = reg.get_sweep(session, name)
     if sweep is None:

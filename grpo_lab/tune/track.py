@@ -11,9 +11,9 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from grpo_lab import registry as reg
-from grpo_lab.sweep import attempt_info, start_parent, totals
-from grpo_lab.tracking import default_tracking_uri, guarded
+from grpo_lab.execution import registry as reg
+from grpo_lab.execution.sweep import attempt_info, start_parent, totals
+from grpo_lab.execution.tracking import default_tracking_uri, guarded
 
 LOGGED = (TrialState.COMPLETE, TrialState.PRUNED)
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import optuna
 from sqlalchemy.orm import Session
 
-from grpo_lab import registry as reg
-from grpo_lab.config import RunConfig
-from grpo_lab.runners.worker import finished_summary, locked, write_json
-from grpo_lab.sweep import start_step
+from grpo_lab.execution import registry as reg
+from grpo_lab.execution.sweep import start_step
+from grpo_lab.execution.worker import finished_summary, locked, write_json
+from grpo_lab.spec.config import RunConfig
 
 OnStep = Callable[[int, dict], None]  # may raise optuna.TrialPruned
 

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 from grpo_lab.analysis.results import frame_from_run_dirs, load_results
 from grpo_lab.analysis.run_metrics import events_frame, steps_frame
 from grpo_lab.cli import app
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.util.yamlio import ConfigError
 
 
 def results_table() -> pl.DataFrame:

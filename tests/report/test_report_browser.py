@@ -8,7 +8,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-
 from tests.conftest import SCREENSHOT_COPY, SECTION_IDS, needs_chromium
 
 pytestmark = needs_chromium

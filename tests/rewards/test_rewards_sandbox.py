@@ -5,7 +5,13 @@ import warnings
 
 import pytest
 
-from grpo_lab.rewards.sandbox import Sandbox, SandboxError, UnsafeSandboxWarning, compile_test, run_tests
+from grpo_lab.rewards.sandbox import (
+    Sandbox,
+    SandboxError,
+    UnsafeSandboxWarning,
+    compile_test,
+    run_tests,
+)
 from grpo_lab.tasks.code import CodeTask
 
 FAST = 0.5  # per-program timeout used here to keep the suite quick

@@ -1,9 +1,13 @@
 import math
 
-from grpo_lab.config import LengthConfig
 from grpo_lab.rewards.shaping import (
-    decayed_coef, information_length, length_shaping, overlong_penalty, piecewise_length_penalty,
+    decayed_coef,
+    information_length,
+    length_shaping,
+    overlong_penalty,
+    piecewise_length_penalty,
 )
+from grpo_lab.spec.config import LengthConfig
 
 
 def test_piecewise_penalty_is_zero_inside_band_and_linear_above():

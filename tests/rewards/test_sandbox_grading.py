@@ -4,7 +4,13 @@ import json
 
 import pytest
 
-from grpo_lab.rewards.sandbox.grading import BadTestError, compile_test, decode, judge, parse_line
+from grpo_lab.rewards.sandbox.grading import (
+    BadTestError,
+    compile_test,
+    decode,
+    judge,
+    parse_line,
+)
 
 
 @pytest.mark.parametrize("test, setup, holes", [

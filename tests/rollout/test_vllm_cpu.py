@@ -16,10 +16,10 @@ import torch
 
 vllm = pytest.importorskip("vllm")
 
-from grpo_lab.catalog import TinySpec  # noqa: E402
-from grpo_lab.config import VLLMConfig  # noqa: E402
 from grpo_lab.models.tiny import CharCodec, build  # noqa: E402
 from grpo_lab.rollout.vllm_engine import VLLMEngine  # noqa: E402
+from grpo_lab.spec.config import VLLMConfig  # noqa: E402
+from grpo_lab.spec.model_cards import TinySpec  # noqa: E402
 from grpo_lab.trainer.batch import build_batch, token_logprobs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,11 +16,17 @@ import pytest
 import torch
 from packaging.version import Version
 
-from grpo_lab.config import ConfigError, RunConfig, VLLMConfig, load_config
 from grpo_lab.models.tiny import CharCodec, TinySpec, build
 from grpo_lab.rollout import make_engine
 from grpo_lab.rollout.torch_engine import TorchEngine
-from grpo_lab.rollout.vllm_engine import NEEDS, VLLMEngine, export_weights, llm_kwargs, to_rollout
+from grpo_lab.rollout.vllm_engine import (
+    NEEDS,
+    VLLMEngine,
+    export_weights,
+    llm_kwargs,
+    to_rollout,
+)
+from grpo_lab.spec.config import ConfigError, RunConfig, VLLMConfig, load_config
 from grpo_lab.trainer.batch import build_batch
 from grpo_lab.trainer.importance import tis_weights
 

@@ -26,7 +26,7 @@ def write_matrix(folder: Path, name: str = "mini", seeds=(0,), tricks=None, **ba
 
 def workers(ws: Path) -> list[int]:
     """Process ids of the attempt workers of workspace `ws` still alive."""
-    found = subprocess.run(["pgrep", "-f", f"grpo_lab.runners.worker {ws}"], capture_output=True, text=True)
+    found = subprocess.run(["pgrep", "-f", f"grpo_lab.execution.worker {ws}"], capture_output=True, text=True)
     return [int(pid) for pid in found.stdout.split()]
 
 

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from grpo_lab import registry as reg
-from grpo_lab.runners.local import LocalRunner
-from grpo_lab.sequential import DecideOptions, DecideVerdict, run_decide, waves
-from grpo_lab.sweep import SweepOptions, open_sweep, plan_for, recover
+from grpo_lab.execution import registry as reg
+from grpo_lab.execution.runners.local import LocalRunner
+from grpo_lab.execution.sweep import SweepOptions, open_sweep, plan_for, recover
+from grpo_lab.execution.waves import DecideOptions, DecideVerdict, run_decide, waves
 from tests.runners.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow

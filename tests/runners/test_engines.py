@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab import registry as reg
-from grpo_lab.runners.base import SlurmOptions, load_profile, make_runner
-from grpo_lab.sweep import SweepOptions, execute_sweep, open_sweep, plan_for
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.execution import registry as reg
+from grpo_lab.execution.runners.base import SlurmOptions, load_profile, make_runner
+from grpo_lab.execution.sweep import SweepOptions, execute_sweep, open_sweep, plan_for
+from grpo_lab.util.yamlio import ConfigError
 from tests.runners.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow
@@ -44,7 +44,7 @@ def test_ray_runner_local_cluster(tmp_path):
 
 def test_submitit_local_executor(tmp_path):
     pytest.importorskip("submitit")
-    from grpo_lab.runners.slurm import SlurmRunner
+    from grpo_lab.execution.runners.slurm import SlurmRunner
 
     runner = SlurmRunner(SlurmOptions(cluster="local", timeout_min=10), tmp_path / "ws", slots=2)
     run_sweep_on(runner, tmp_path)
@@ -53,7 +53,7 @@ def test_submitit_local_executor(tmp_path):
 
 def test_submitit_job_array(tmp_path):
     pytest.importorskip("submitit")
-    from grpo_lab.runners.slurm import SlurmRunner
+    from grpo_lab.execution.runners.slurm import SlurmRunner
 
     runner = SlurmRunner(SlurmOptions(cluster="local", array=True), tmp_path / "ws", slots=2)
     run_sweep_on(runner, tmp_path)

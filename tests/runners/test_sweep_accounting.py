@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab.sweep import SweepOptions, plan_for
+from grpo_lab.execution.sweep import SweepOptions, plan_for
 from tests.runners.sweeps import write_matrix
 from tests.runners.test_sweep_local import sweep_once
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab import registry as reg
+from grpo_lab.execution import registry as reg
 from tests.runners.sweeps import freeze_workers, workers, write_matrix
 
 pytestmark = pytest.mark.slow

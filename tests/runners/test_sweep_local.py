@@ -5,10 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab import registry as reg
-from grpo_lab.runners.local import LocalRunner
-from grpo_lab.sweep import SweepOptions, execute_sweep, open_sweep, plan_for, recover
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.execution import registry as reg
+from grpo_lab.execution.runners.local import LocalRunner
+from grpo_lab.execution.sweep import (
+    SweepOptions,
+    execute_sweep,
+    open_sweep,
+    plan_for,
+    recover,
+)
+from grpo_lab.util.yamlio import ConfigError
 from tests.runners.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow

@@ -2,9 +2,9 @@
 
 import pytest
 
-from grpo_lab import registry as reg
-from grpo_lab.sweep import SweepOptions, open_sweep, plan_for
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.execution import registry as reg
+from grpo_lab.execution.sweep import SweepOptions, open_sweep, plan_for
+from grpo_lab.util.yamlio import ConfigError
 from tests.runners.sweeps import write_matrix
 
 
@@ -39,7 +39,7 @@ def test_changed_matrix_is_refused_extended_or_replaced(tmp_path):
 
 
 def test_an_arm_merged_from_two_configs_is_detected(tmp_path):
-    from grpo_lab.sweep import cell_arms, mixed_arms
+    from grpo_lab.execution.sweep import cell_arms, mixed_arms
 
     ws = tmp_path / "ws"
     open_again(write_matrix(tmp_path, "old", seeds=[0]), ws)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab import registry as reg
-from grpo_lab.lease import DriverBusy, Lease
-from grpo_lab.tracking import Tracker
+from grpo_lab.execution import registry as reg
+from grpo_lab.execution.lease import DriverBusy, Lease
+from grpo_lab.execution.tracking import Tracker
 from tests.runners.sweeps import write_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def test_lease_names_a_live_holder_and_takes_over_a_dead_one(tmp_path):
 
 @pytest.mark.slow
 def test_mlflow_store_created_by_two_processes_at_once(tmp_path):
-    code = "import sys; from grpo_lab.tracking import Tracker; Tracker(sys.argv[1])"
+    code = "import sys; from grpo_lab.execution.tracking import Tracker; Tracker(sys.argv[1])"
     for i in range(2):
         uri = f"sqlite:///{tmp_path / f'mlflow{i}.db'}"
         procs = [subprocess.Popen([sys.executable, "-c", code, uri], cwd=ROOT, stderr=subprocess.PIPE, text=True)

@@ -2,7 +2,13 @@ import math
 
 import torch
 
-from grpo_lab.trainer.advantages import batch_std, compute_advantages, mean_only, quantile, zscore
+from grpo_lab.trainer.advantages import (
+    batch_std,
+    compute_advantages,
+    mean_only,
+    quantile,
+    zscore,
+)
 
 
 def test_zscore_hand_computed():

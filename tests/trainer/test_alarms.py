@@ -5,10 +5,10 @@ import random
 import pytest
 import torch
 
-from grpo_lab.config import AlarmsConfig, resolve
+from grpo_lab.spec.config import AlarmsConfig, resolve
 from grpo_lab.trainer.alarms import DETECTORS, AlarmMonitor, repetition_rate
 from grpo_lab.trainer.grpo import train
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.util.yamlio import ConfigError
 
 
 def read_jsonl(path):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lab.config import load_config
+from grpo_lab.spec.config import load_config
 from grpo_lab.trainer.alarms import AlarmMonitor
 
 ROOT = Path(__file__).resolve().parents[2]

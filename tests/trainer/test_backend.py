@@ -9,11 +9,11 @@ import pytest
 import torch
 import yaml
 
-from grpo_lab.config import OptimConfig
+from grpo_lab.spec.config import OptimConfig
 from grpo_lab.trainer.backend import MISSING_DEEPSPEED, TorchBackend, make_backend
 from grpo_lab.trainer.grpo import train
 from grpo_lab.trainer.launch import command
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.util.yamlio import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None

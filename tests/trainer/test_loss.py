@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from grpo_lab.config import LossConfig
+from grpo_lab.spec.config import LossConfig
 from grpo_lab.trainer.loss import aggregate, clipped_surrogate, kl_estimate, policy_loss
 
 

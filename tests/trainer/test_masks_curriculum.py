@@ -1,8 +1,8 @@
 import torch
 
-from grpo_lab.config import CurriculumConfig, RunConfig
 from grpo_lab.models.tiny import CharCodec
 from grpo_lab.rollout.base import Rollout
+from grpo_lab.spec.config import CurriculumConfig, RunConfig
 from grpo_lab.tasks.base import Problem
 from grpo_lab.trainer.batch import build_batch, code_token_mask
 from grpo_lab.trainer.curriculum import Curriculum

@@ -3,10 +3,16 @@ import math
 import pytest
 import torch
 
-from grpo_lab.config import KLConfig, OptimConfig, ReferenceConfig, SamplingConfig
+from grpo_lab.spec.config import KLConfig, OptimConfig, ReferenceConfig, SamplingConfig
 from grpo_lab.trainer.evaluate import pass_at_k
 from grpo_lab.trainer.reference import Reference
-from grpo_lab.trainer.schedules import AdaptiveKL, GroupSize, beta_at, lr_factor, temperature_at
+from grpo_lab.trainer.schedules import (
+    AdaptiveKL,
+    GroupSize,
+    beta_at,
+    lr_factor,
+    temperature_at,
+)
 
 
 def test_pass_at_k_matches_closed_form():

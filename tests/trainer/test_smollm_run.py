@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from grpo_lab.config import load_config
+from grpo_lab.spec.config import load_config
 from grpo_lab.trainer.grpo import train
 
 pytest.importorskip("gguf")

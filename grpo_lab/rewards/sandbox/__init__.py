@@ -17,7 +17,12 @@ from __future__ import annotations
 import atexit
 
 from grpo_lab.rewards.sandbox.grading import BadTestError, compile_test
-from grpo_lab.rewards.sandbox.isolation import ISOLATIONS, SandboxError, UnsafeSandboxWarning, check
+from grpo_lab.rewards.sandbox.isolation import (
+    ISOLATIONS,
+    SandboxError,
+    UnsafeSandboxWarning,
+    check,
+)
 from grpo_lab.rewards.sandbox.pool import Sandbox
 
 __all__ = ["ISOLATIONS", "Sandbox", "SandboxError", "BadTestError", "UnsafeSandboxWarning",

@@ -1,4 +1,4 @@
-"""The local runner: each attempt in its own `python -m grpo_lab.runners.worker` process.
+"""The local runner: each attempt in its own `python -m grpo_lab.execution.worker` process.
 
 A process per attempt isolates threads, memory and CUDA state, and lets a run be given its GPUs
 through CUDA_VISIBLE_DEVICES. Workers get SIGKILL when the driver dies (Linux PDEATHSIG), so a
@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from grpo_lab.runners.base import Job, Outcome, outcome_from
-from grpo_lab.runners.worker import read_json
+from grpo_lab.execution.runners.base import Job, Outcome, outcome_from
+from grpo_lab.execution.worker import read_json
 
 
 def visible_gpus() -> list[int]:
@@ -57,7 +57,7 @@ class LocalRunner:
             gpus, self.free_gpus = self.free_gpus[: job.devices], self.free_gpus[job.devices:]
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
         log = open(Path(job.run_dir) / f"attempt-{job.attempt}.log", "ab")
-        cmd = [sys.executable, "-m", "grpo_lab.runners.worker", str(job.run_dir), str(job.attempt), str(job.devices)]
+        cmd = [sys.executable, "-m", "grpo_lab.execution.worker", str(job.run_dir), str(job.attempt), str(job.devices)]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
         self.procs[job.run_id] = (job, proc, gpus, time.time(), log)
 

@@ -13,6 +13,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+from grpo_lab.util.paths import ROOT
+
 # The packages that change sampled distributions or kernels: what a pinned environment names.
 PINNED_PACKAGES = ("torch", "transformers", "vllm", "deepspeed")
 
@@ -41,7 +43,7 @@ def cuda_version() -> str | None:
 
 
 def _git_info() -> dict[str, str]:
-    repo = Path(__file__).resolve().parent.parent
+    repo = ROOT
     commit = _command(["git", "rev-parse", "HEAD"], cwd=repo)
     if commit is None:
         return {"git_commit": "unknown", "git_dirty": "unknown"}

@@ -13,11 +13,12 @@ from dataclasses import dataclass, replace
 
 import yaml
 
-from grpo_lab.catalog import Hardware, ModelCard, load_hardware, load_card
-from grpo_lab.config import RunConfig, deep_merge
-from grpo_lab.matrix import TIERS, Cell, expand, parse_matrix
-from grpo_lab.tricks import EXPERIMENTS, load_catalog
-from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+from grpo_lab.spec.config import RunConfig, deep_merge
+from grpo_lab.spec.matrix import TIERS, Cell, expand, parse_matrix
+from grpo_lab.spec.model_cards import Hardware, ModelCard, load_card, load_hardware
+from grpo_lab.spec.tricks import load_catalog
+from grpo_lab.util.paths import EXPERIMENTS
+from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
 # Mean response length as a fraction of max_new_tokens. Reasoning responses spread over the
 # budget and drift with training (the study saw code outputs grow from 400 to 1,500 tokens), and a

@@ -11,7 +11,7 @@ import shutil
 import time
 from pathlib import Path
 
-from grpo_lab.runners.base import Job, Outcome, SlurmOptions, outcome_from
+from grpo_lab.execution.runners.base import Job, Outcome, SlurmOptions, outcome_from
 
 
 class SlurmRunner:
@@ -88,6 +88,6 @@ class SlurmRunner:
 
 
 def _execute(run_dir: str, attempt: int, devices: int) -> dict:
-    from grpo_lab.runners.worker import execute
+    from grpo_lab.execution.worker import execute
 
     return execute(run_dir, attempt, devices)

@@ -21,8 +21,8 @@ from sqlalchemy import delete, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from grpo_lab.registry import DriverLease, now
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.execution.registry import DriverLease, now
+from grpo_lab.util.yamlio import ConfigError
 
 BEAT = 15.0  # seconds between renewals
 STALE = timedelta(seconds=90)  # a lease not renewed for this long belongs to a dead driver

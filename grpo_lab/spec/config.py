@@ -13,9 +13,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
 
 class Strict(BaseModel):
@@ -245,7 +252,7 @@ class RunConfig(Strict):
     @field_validator("model")
     @classmethod
     def _known_model(cls, model: str) -> str:
-        from grpo_lab.catalog import load_card
+        from grpo_lab.spec.model_cards import load_card
 
         load_card(model)  # a card, a Hugging Face id (org/name) or a local folder; else named with suggestions
         return model
@@ -267,7 +274,9 @@ class RunConfig(Strict):
         """What a run id hashes: the resolved config (the applied tricks are in it already) and the
         generator versions of its generated tasks past 1, so a changed generator makes new runs
         (and version-1 runs keep the ids they always had)."""
-        from grpo_lab.tasks import TASKS  # tasks import nothing from here; config loads first
+        from grpo_lab.tasks import (
+            TASKS,  # tasks import nothing from here; config loads first
+        )
 
         dump = comparable(self.model_dump(mode="json"))
         if self.data_path is None:
@@ -344,7 +353,7 @@ def _explain(exc: ValidationError, source: str, lines: dict[tuple, int], overrid
 
 def resolve(data: dict, source: str = "<config>", lines: dict | None = None, overrides: dict | None = None) -> RunConfig:
     """Validate a raw dict into a RunConfig: its tricks over it, then `overrides` over all."""
-    from grpo_lab.tricks import apply_tricks
+    from grpo_lab.spec.tricks import apply_tricks
 
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a run config must be a mapping of keys to values")

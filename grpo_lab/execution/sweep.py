@@ -17,15 +17,15 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from grpo_lab import registry as reg
-from grpo_lab import tracking
-from grpo_lab.catalog import load_card
-from grpo_lab.config import comparable
-from grpo_lab.matrix import load_matrix
-from grpo_lab.plan import Plan, make_plan
-from grpo_lab.runners.base import Job, Outcome, Runner, retryable
-from grpo_lab.runners.worker import read_json
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.execution import registry as reg
+from grpo_lab.execution import tracking
+from grpo_lab.execution.runners.base import Job, Outcome, Runner, retryable
+from grpo_lab.execution.worker import read_json
+from grpo_lab.spec.config import comparable
+from grpo_lab.spec.matrix import load_matrix
+from grpo_lab.spec.model_cards import load_card
+from grpo_lab.spec.plan import Plan, make_plan
+from grpo_lab.util.yamlio import ConfigError
 
 
 @dataclass
@@ -246,7 +246,7 @@ def attempt_info(attempt: reg.Attempt) -> dict:
 
 
 def cell_labels(cell: reg.SweepRun, matrix: str) -> dict:
-    from grpo_lab.tricks import load_catalog
+    from grpo_lab.spec.tricks import load_catalog
 
     catalog = load_catalog()
     dims = sorted({catalog[t].dimension for t in cell.tricks.split("+") if t in catalog})

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+from grpo_lab.util.paths import EXPERIMENTS
+from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
 DIMENSIONS = ("sampling", "advantage", "kl", "reward_shaping", "loss", "optimization")
-EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class TrickOrderWarning(UserWarning):
 
 
 def _merge_all(data: dict, names: list[str], source: str) -> dict:
-    from grpo_lab.config import deep_merge
+    from grpo_lab.spec.config import deep_merge
 
     for name in names:
         data = deep_merge(data, get_trick(name, source).settings)

@@ -23,8 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from grpo_lab.environment import env_snapshot
-from grpo_lab.registry import WORKSPACE
+from grpo_lab.execution.environment import env_snapshot
+from grpo_lab.execution.registry import WORKSPACE
 
 if TYPE_CHECKING:
     from mlflow.entities import Metric

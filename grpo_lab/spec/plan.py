@@ -8,9 +8,9 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from grpo_lab.budget import PHASES, Estimate, estimate_cells
-from grpo_lab.catalog import Hardware, load_hardware
-from grpo_lab.matrix import DEFAULT_HARDWARE, Cell, MatrixSpec, expand
+from grpo_lab.spec.budget import PHASES, Estimate, estimate_cells
+from grpo_lab.spec.matrix import DEFAULT_HARDWARE, Cell, MatrixSpec, expand
+from grpo_lab.spec.model_cards import Hardware, load_hardware
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ def finished_summary(run_dir: Path) -> dict | None:
 
 
 def _run_id(config: dict) -> str:
-    from grpo_lab.config import RunConfig
+    from grpo_lab.spec.config import RunConfig
 
     return RunConfig.model_validate(config).run_id()
 
@@ -87,7 +87,7 @@ def execute(run_dir: str | Path, attempt: int, devices: int = 1) -> dict:
     GPUs (the runner has made them visible). Returns (and writes to run_dir/result-<attempt>.json)
     {status, error, summary, wall_seconds, host}: status is finished, stopped (an alarm in
     stop_on ended it) or failed."""
-    from grpo_lab.config import RunConfig
+    from grpo_lab.spec.config import RunConfig
     from grpo_lab.trainer.grpo import train
 
     run_dir = Path(run_dir)
@@ -123,6 +123,6 @@ def execute(run_dir: str | Path, attempt: int, devices: int = 1) -> dict:
     return result
 
 
-if __name__ == "__main__":  # python -m grpo_lab.runners.worker RUN_DIR ATTEMPT DEVICES
+if __name__ == "__main__":  # python -m grpo_lab.execution.worker RUN_DIR ATTEMPT DEVICES
     out = execute(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
     sys.exit(0 if out["status"] != "failed" else 1)

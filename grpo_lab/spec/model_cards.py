@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from grpo_lab.tricks import EXPERIMENTS
-from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+from grpo_lab.util.paths import EXPERIMENTS
+from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
 MODELS = EXPERIMENTS / "models"
 HARDWARE = EXPERIMENTS / "hardware"
@@ -125,7 +125,9 @@ def check_available(card: ModelCard, timeout: float = 5.0) -> None:
     import huggingface_hub as hub
     from huggingface_hub.errors import RepositoryNotFoundError
 
-    from grpo_lab.models.hf import hub_offline  # called by `run` only, which loads torch anyway
+    from grpo_lab.models.hf import (
+        hub_offline,  # called by `run` only, which loads torch anyway
+    )
 
     if isinstance(hub.try_to_load_from_cache(card.path, "config.json"), str):
         return

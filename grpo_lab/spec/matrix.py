@@ -16,13 +16,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from grpo_lab.catalog import load_card, load_hardware
-from grpo_lab.config import RunConfig, Strict, deep_merge, resolve
+from grpo_lab.spec.config import RunConfig, Strict, deep_merge, resolve
+from grpo_lab.spec.model_cards import load_card, load_hardware
+from grpo_lab.spec.tricks import (
+    SameDimensionWarning,
+    load_catalog,
+    same_dimension_pairs,
+)
 from grpo_lab.tasks import TASKS
-from grpo_lab.tricks import SameDimensionWarning, load_catalog, same_dimension_pairs
-from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
 DEFAULT_HARDWARE = "cpu"  # the box grpo-lab runs on without a GPU
 TIERS = {"100": 100.0, "1k": 1_000.0, "10k": 10_000.0}  # docs/study.md "Budget tiers", in GPU-hours

@@ -12,10 +12,10 @@ from typing import Any, Literal, Protocol
 
 from pydantic import Field, ValidationError
 
-from grpo_lab.config import Strict
-from grpo_lab.yamlio import ConfigError, load_yaml, suggest
+from grpo_lab.spec.config import Strict
+from grpo_lab.util.paths import PROFILES
+from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
-PROFILES = Path(__file__).resolve().parents[2] / "runners"
 KINDS = ("local", "ray", "slurm")
 
 
@@ -97,14 +97,14 @@ def load_profile(name_or_path: str | None) -> RunnerProfile:
 def make_runner(profile: RunnerProfile, workspace: Path, max_parallel: int | None = None) -> Runner:
     slots = max_parallel or profile.max_parallel
     if profile.kind == "ray":
-        from grpo_lab.runners.ray_runner import RayRunner
+        from grpo_lab.execution.runners.ray_runner import RayRunner
 
         return RayRunner(profile.ray, slots)
     if profile.kind == "slurm":
-        from grpo_lab.runners.slurm import SlurmRunner
+        from grpo_lab.execution.runners.slurm import SlurmRunner
 
         return SlurmRunner(profile.slurm, workspace, slots)
-    from grpo_lab.runners.local import LocalRunner
+    from grpo_lab.execution.runners.local import LocalRunner
 
     return LocalRunner(slots, profile.gpus)
 

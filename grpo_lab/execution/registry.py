@@ -6,7 +6,7 @@ attempt keeps its own GPU-hours, so failed and interrupted attempts remain visib
 compute. SQLite in the workspace by default; any SQLAlchemy URL works.
 
 Only the sweep driver writes here (workers write to their run folder), and one driver at a
-time holds the registry's lease (grpo_lab/lease.py): a second one ends naming the first.
+time holds the registry's lease (grpo_lab/execution/lease.py): a second one ends naming the first.
 """
 
 from __future__ import annotations
@@ -17,12 +17,29 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import ForeignKey, String, Text, UniqueConstraint, create_engine, event, func, select, text
+from sqlalchemy import (
+    ForeignKey,
+    String,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    func,
+    select,
+    text,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship, sessionmaker
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    Mapped,
+    Session,
+    mapped_column,
+    relationship,
+    sessionmaker,
+)
 
-from grpo_lab.yamlio import ConfigError
+from grpo_lab.util.yamlio import ConfigError
 
 WORKSPACE = Path(".grpo-lab")  # per-project folder: registry.db, mlflow.db, runs/
 DONE = ("finished", "stopped")  # a stopped run (alarm stop_on) ended on purpose: not re-run
@@ -119,7 +136,7 @@ class Attempt(Base):
 
 
 class DriverLease(Base):
-    """The one sweep driver that may write runs and attempts of this registry (grpo_lab/lease.py):
+    """The one sweep driver that may write runs and attempts of this registry (grpo_lab/execution/lease.py):
     runs are shared by every sweep, so two drivers would start the same run's attempts twice."""
 
     __tablename__ = "driver_lease"

@@ -21,13 +21,13 @@ from pathlib import Path
 from sqlalchemy import ForeignKey, String, Text, UniqueConstraint, select
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from grpo_lab import registry as reg
 from grpo_lab.analysis import decide as dec
-from grpo_lab.catalog import load_card
-from grpo_lab.matrix import Cell
-from grpo_lab.plan import Plan
-from grpo_lab.runners.base import Runner
-from grpo_lab.sweep import SweepOptions, execute_sweep, totals
+from grpo_lab.execution import registry as reg
+from grpo_lab.execution.runners.base import Runner
+from grpo_lab.execution.sweep import SweepOptions, execute_sweep, totals
+from grpo_lab.spec.matrix import Cell
+from grpo_lab.spec.model_cards import load_card
+from grpo_lab.spec.plan import Plan
 
 METRIC = "eval/pass@1"
 
