@@ -19,7 +19,7 @@ class Badge:
     tone: Tone
 
 
-Cell = Union[str, Badge]
+TableCell = Union[str, Badge]  # one cell of a report table: plain text or a verdict badge
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Paragraph:
 @dataclass(frozen=True)
 class Table:
     headers: list[str]
-    rows: list[list[Cell]]
+    rows: list[list[TableCell]]
     note: str = ""  # e.g. why rows were left out
 
     def without(self, header: str) -> Table:
@@ -71,7 +71,7 @@ class Document:
     sections: list[Section]
 
 
-def capped(rows: list[list[Cell]], limit: int, what: str) -> tuple[list[list[Cell]], str]:
+def capped(rows: list[list[TableCell]], limit: int, what: str) -> tuple[list[list[TableCell]], str]:
     """Keep the first `limit` rows; the note says how many were left out."""
     if len(rows) <= limit:
         return rows, ""

@@ -14,12 +14,12 @@ import re
 from grpo_lab.report.document import (
     Badge,
     Block,
-    Cell,
     Code,
     Document,
     Image,
     Paragraph,
     Table,
+    TableCell,
 )
 
 _CSS = """
@@ -67,7 +67,7 @@ _WRAP_FROM = 28
 _TRICK_SET = re.compile(r"[A-Za-z_][\w.-]*(\+[\w.-]+)+")
 
 
-def _cell(cell: Cell) -> str:
+def _cell(cell: TableCell) -> str:
     if isinstance(cell, Badge):
         return f'<td><span class="badge {cell.tone}">{_e(cell.text)}</span></td>'
     if len(cell) < _WRAP_FROM:

@@ -8,12 +8,12 @@ from typing import Callable
 from grpo_lab.report.document import (
     Badge,
     Block,
-    Cell,
     Code,
     Document,
     Image,
     Paragraph,
     Table,
+    TableCell,
 )
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
@@ -24,7 +24,7 @@ def _e(text: str) -> str:
     return _SPECIAL.sub(r"\\\1", text).replace("\n", " ")
 
 
-def _cell(cell: Cell) -> str:
+def _cell(cell: TableCell) -> str:
     return f"**{_e(cell.text)}**" if isinstance(cell, Badge) else _e(cell)
 
 

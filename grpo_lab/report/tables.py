@@ -7,7 +7,7 @@ from typing import Any
 import polars as pl
 
 from grpo_lab.report import fmt
-from grpo_lab.report.document import Badge, Cell, Table, Tone, capped
+from grpo_lab.report.document import Badge, Table, TableCell, Tone, capped
 from grpo_lab.report.inputs import HARM_VERDICTS, KEYS
 from grpo_lab.report.verdicts import TONES
 
@@ -23,7 +23,7 @@ def _text(x: Any) -> str:
     return fmt.MISSING if x is None or x == "" else str(x)
 
 
-def _keys(row: dict[str, Any]) -> list[Cell]:
+def _keys(row: dict[str, Any]) -> list[TableCell]:
     return [_text(row["model"]), _text(row["task"]), _text(row["tricks"])]
 
 
@@ -31,7 +31,7 @@ def verdict_table(verdicts: pl.DataFrame, unit: str, metric: str, limit: int) ->
     headers = ["model", "task", "trick set", "n", f"effect on {metric}", "CI", "p",
                f"{unit} / run", f"extra {unit} / run", f"extra {unit} / point",
                f"{unit.replace('-h', '-s')} / effective sample", "verdict", "why"]
-    rows: list[list[Cell]] = []
+    rows: list[list[TableCell]] = []
     for r in verdicts.iter_rows(named=True):
         per_sample = r["cost_per_effective_sample"]
         rows.append(_keys(r) + [
@@ -49,7 +49,7 @@ def metric_table(stats: pl.DataFrame, chosen: pl.DataFrame) -> Table:
     shown = stats.join(chosen, on=KEYS).sort(["model", "task", "rank"])
     headers = ["model", "task", "trick set", "finished / runs", "pass@1", "best pass@1", "pass@k",
                "final reward", "reward AUC", "steps to 90%", "oscillation"]
-    rows: list[list[Cell]] = [
+    rows: list[list[TableCell]] = [
         _keys(r) + [f"{r['finished']} / {r['runs']}", fmt.num(r["pass@1"]),
                     fmt.num(r["pass@1_best"]), fmt.num(r["pass@k"]), fmt.num(r["reward_final"]),
                     fmt.num(r["reward_auc"]), fmt.num(r["steps_to_90"]), fmt.num(r["oscillation"])]
@@ -62,7 +62,7 @@ def length_table(stats: pl.DataFrame, limit: int) -> Table:
                         nulls_last=True)
     headers = ["model", "task", "trick set", "length ratio (end / start)", "length slope / step",
                "final reward"]
-    rows: list[list[Cell]] = [
+    rows: list[list[TableCell]] = [
         _keys(r) + [fmt.num(r["length_ratio"]), fmt.signed(r["length_slope"]),
                     fmt.num(r["reward_final"])]
         for r in ranked.head(limit).iter_rows(named=True)]
@@ -76,7 +76,7 @@ def stability_table(stats: pl.DataFrame, limit: int) -> Table:
         nulls_last=True)
     headers = ["model", "task", "trick set", "runs", "runs with alarms", "collapsed runs",
                "alarms", "alarm kinds", "oscillation"]
-    rows: list[list[Cell]] = [
+    rows: list[list[TableCell]] = [
         _keys(r) + [_text(r["runs"]), _text(r["runs_with_alarms"]),
                     Badge(str(r["collapsed"]), "bad" if r["collapsed"] else "neutral"),
                     _text(r["alarms"]), _text(r["alarm_kinds"]), fmt.num(r["oscillation"])]
@@ -91,7 +91,7 @@ def interaction_table(interactions: pl.DataFrame, limit: int) -> Table:
                     nulls_last=True))
     headers = ["model", "task", "combination", "seeds", "expected", "observed", "interaction",
                "CI", "q", "p (Holm)", "best single", "verdict", "seeds needed", "warnings"]
-    rows: list[list[Cell]] = []
+    rows: list[list[TableCell]] = []
     for r in ranked.iter_rows(named=True):
         verdict = _text(r["verdict"])
         best = f"{_text(r['best_single'])} ({fmt.signed(r['best_single_effect'])})"
@@ -107,7 +107,7 @@ def interaction_table(interactions: pl.DataFrame, limit: int) -> Table:
 
 def phase_table(costs: dict[str, Any], unit: str) -> Table:
     total = costs.get("total")
-    rows: list[list[Cell]] = [[str(phase), fmt.num(hours), fmt.share(hours, total)]
+    rows: list[list[TableCell]] = [[str(phase), fmt.num(hours), fmt.share(hours, total)]
                               for phase, hours in (costs.get("by_phase") or {}).items()]
     rows.append(["total", fmt.num(total), fmt.share(total, total)])
     return Table(["phase", unit, "share"], rows)
@@ -117,7 +117,7 @@ def split_table(costs: dict[str, Any], unit: str) -> Table:
     split = costs.get("split") or {}
     spent = sum(v for v in split.values() if v is not None) or None
     names = list(STUDY_SPLIT) + [k for k in split if k not in STUDY_SPLIT]
-    rows: list[list[Cell]] = [
+    rows: list[list[TableCell]] = [
         [name, fmt.num(split.get(name)), fmt.share(split.get(name), spent),
          f"{STUDY_SPLIT[name]:.0%}" if name in STUDY_SPLIT else fmt.MISSING]
         for name in names]
