@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from grpo_lab.report.build import write_files
+from grpo_lab.report import write_files
 from grpo_lab.report.figures import (
     FigureLimits,
     choose_sets,
@@ -29,8 +29,7 @@ from grpo_lab.report.figures import (
 )
 from grpo_lab.report.inputs import ReportData
 from grpo_lab.report.sections import Parts, TableLimits, build_document
-from grpo_lab.report.series import run_stats
-from grpo_lab.report.verdicts import VerdictPolicy, verdict_table
+from grpo_lab.report.verdicts import VerdictPolicy, run_stats, verdict_table
 
 MODELS, TASKS = ["qwen-7b", "llama-8b"], ["math", "code", "logic"]
 SINGLES = [f"trick{i}" for i in range(10)]

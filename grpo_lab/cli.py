@@ -425,7 +425,7 @@ def report(
 
     from grpo_lab.execution import registry as reg
     from grpo_lab.report import write_report
-    from grpo_lab.report.from_sweep import sweep_data
+    from grpo_lab.report.inputs import sweep_data
     from grpo_lab.util.yamlio import suggest
 
     Session = open_registry(db, workspace)

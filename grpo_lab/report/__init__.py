@@ -1,7 +1,84 @@
-"""Comparison report of a sweep: which tricks are worth their compute, which hurt combined."""
+"""Comparison report of a sweep: which tricks are worth their compute, which hurt combined.
 
-from grpo_lab.report.build import write_report
+    from grpo_lab.report import ReportData, write_report
+    html_path, md_path = write_report(ReportData(runs, steps, effects, interactions, ...), out)
+
+The modules, in the order the report is made:
+    inputs    ReportData (the frames, conformed to their column contracts); sweep_data loads a
+              registered sweep's finished runs into one
+    verdicts  per trick set: means over seeds (run_stats) and the verdict (worth it, harmful, ...)
+    figures   the figures' data series, their matplotlib drawings and captions
+    sections  the content of each report section: its tables, notes and figures
+    render    the Document model, number formatting, and the Markdown and HTML renderers
+and here: write_report, which computes everything, builds the Document and writes the files.
+
+Every file is written to a temp file in its final folder and renamed over the target, so a crash
+leaves the previous report or the new one, never half a file. Images go first and the HTML last.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from grpo_lab.report.figures import FigureLimits, choose_sets, make_figures
 from grpo_lab.report.inputs import ReportData
-from grpo_lab.report.verdicts import VerdictPolicy
+from grpo_lab.report.render import Document, Image, render_html, render_markdown
+from grpo_lab.report.sections import Parts, TableLimits, build_document
+from grpo_lab.report.verdicts import VerdictPolicy, run_stats, verdict_table
 
 __all__ = ["ReportData", "VerdictPolicy", "write_report"]
+
+FIGURE_DIR = "report_files"
+
+
+def atomic_write(path: Path, payload: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide a shared report from its readers
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def prepare(data: ReportData, policy: VerdictPolicy = VerdictPolicy(),
+            figure_limits: FigureLimits = FigureLimits(),
+            table_limits: TableLimits = TableLimits()) -> Parts:
+    """Everything the report shows, computed: stats, verdicts, figures."""
+    stats = run_stats(data.runs)
+    chosen = choose_sets(data, figure_limits)
+    verdicts = verdict_table(stats, data.effects, data.interactions, policy)
+    figures = make_figures(data, chosen, figure_limits)
+    return Parts(data, stats, chosen, verdicts, figures, policy, table_limits)
+
+
+def write_files(doc: Document, out_dir: Path) -> tuple[Path, Path]:
+    """Write images, report.md, then index.html; drop images an earlier report left behind."""
+    figure_dir = out_dir / FIGURE_DIR
+    figure_dir.mkdir(parents=True, exist_ok=True)
+    images = [b for s in doc.sections for b in s.blocks if isinstance(b, Image)]
+    for image in images:
+        atomic_write(figure_dir / f"{image.name}.png", image.png)
+    md_path, html_path = out_dir / "report.md", out_dir / "index.html"
+    markdown = render_markdown(doc, lambda image: f"{FIGURE_DIR}/{image.name}.png")
+    atomic_write(md_path, markdown.encode("utf-8"))
+    atomic_write(html_path, render_html(doc).encode("utf-8"))
+    current = {f"{image.name}.png" for image in images}
+    for old in figure_dir.glob("*.png"):
+        if old.name not in current:
+            old.unlink()
+    return html_path, md_path
+
+
+def write_report(data: ReportData, out_dir: Path, *, policy: VerdictPolicy = VerdictPolicy(),
+                 figure_limits: FigureLimits = FigureLimits(),
+                 table_limits: TableLimits = TableLimits()) -> tuple[Path, Path]:
+    """Write the report into out_dir; returns (index.html, report.md)."""
+    parts = prepare(data, policy, figure_limits, table_limits)
+    return write_files(build_document(parts), Path(out_dir))

@@ -1,15 +1,18 @@
-"""The report's sections, in order, with their stable ids: what each one says and shows."""
+"""The report's content: its sections, in order, with their stable ids, and the tables, notes and
+figures each one shows (which columns, in which order, formatted how, capped where)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
-from grpo_lab.report import fmt, tables
-from grpo_lab.report.decisions import decision_blocks, variance_blocks
-from grpo_lab.report.document import (
+from grpo_lab.report.inputs import HARM_VERDICTS, KEYS, ReportData
+from grpo_lab.report.render import (
+    MISSING,
+    Badge,
     Block,
     Code,
     Document,
@@ -17,9 +20,19 @@ from grpo_lab.report.document import (
     Paragraph,
     Section,
     Table,
+    TableCell,
+    Tone,
+    hours_unit,
+    interval,
+    is_missing,
+    num,
+    p_value,
+    plural,
+    share,
+    short,
+    signed,
 )
-from grpo_lab.report.inputs import KEYS, ReportData
-from grpo_lab.report.verdicts import VerdictPolicy
+from grpo_lab.report.verdicts import TONES, VerdictPolicy
 
 
 @dataclass(frozen=True)
@@ -35,7 +48,7 @@ class Parts:
     """Everything computed before rendering: the inputs plus the derived frames and figures."""
 
     data: ReportData
-    stats: pl.DataFrame       # series.run_stats
+    stats: pl.DataFrame       # verdicts.run_stats
     chosen: pl.DataFrame      # trick sets drawn as lines
     verdicts: pl.DataFrame    # verdicts.verdict_table
     figures: dict[str, list[Image]]
@@ -43,14 +56,193 @@ class Parts:
     limits: TableLimits
 
 
+# --- tables ---
+
+INTERACTION_TONES: dict[str, Tone] = {
+    **{v: "bad" for v in HARM_VERDICTS}, "below_best_single": "warn", "additive": "good",
+    "synergy": "good", "inconclusive": "neutral",
+}
+# The study's split of its budget (docs/study.md): main matrix 60%, search and reruns 15%, rest 25%.
+STUDY_SPLIT = {"main matrix": 0.60, "search and reruns": 0.15, "sampling and eval": 0.25}
+
+
+def _text(x: Any) -> str:
+    return MISSING if x is None or x == "" else str(x)
+
+
+def _keys(row: dict[str, Any]) -> list[TableCell]:
+    return [_text(row["model"]), _text(row["task"]), _text(row["tricks"])]
+
+
+def _capped(rows: list[list[TableCell]], limit: int, what: str) -> tuple[list[list[TableCell]], str]:
+    """Keep the first `limit` rows; the note says how many were left out."""
+    if len(rows) <= limit:
+        return rows, ""
+    return rows[:limit], f"Showing the first {limit} of {len(rows)} {what}."
+
+
+def _verdict_table(verdicts: pl.DataFrame, unit: str, metric: str, limit: int) -> Table:
+    headers = ["model", "task", "trick set", "n", f"effect on {metric}", "CI", "p",
+               f"{unit} / run", f"extra {unit} / run", f"extra {unit} / point",
+               f"{unit.replace('-h', '-s')} / effective sample", "verdict", "why"]
+    rows: list[list[TableCell]] = []
+    for r in verdicts.iter_rows(named=True):
+        per_sample = r["cost_per_effective_sample"]
+        rows.append(_keys(r) + [
+            _text(r["n"]), signed(r["effect"]), interval(r["ci_low"], r["ci_high"]),
+            p_value(r["p_value"]), num(r["hours_per_run"]), signed(r["extra_hours"]),
+            num(r["hours_per_point"]),
+            num(None if per_sample is None else per_sample * 3600),
+            Badge(r["verdict"], TONES[r["verdict"]]), r["reason"]])
+    kept, note = _capped(rows, limit, "trick sets")
+    return Table(headers, kept, note)
+
+
+def _metric_table(stats: pl.DataFrame, chosen: pl.DataFrame) -> Table:
+    """Run metrics (means over seeds) of the trick sets the curves show."""
+    shown = stats.join(chosen, on=KEYS).sort(["model", "task", "rank"])
+    headers = ["model", "task", "trick set", "finished / runs", "pass@1", "best pass@1", "pass@k",
+               "final reward", "reward AUC", "steps to 90%", "oscillation"]
+    rows: list[list[TableCell]] = [
+        _keys(r) + [f"{r['finished']} / {r['runs']}", num(r["pass@1"]),
+                    num(r["pass@1_best"]), num(r["pass@k"]), num(r["reward_final"]),
+                    num(r["reward_auc"]), num(r["steps_to_90"]), num(r["oscillation"])]
+        for r in shown.iter_rows(named=True)]
+    return Table(headers, rows)
+
+
+def _length_table(stats: pl.DataFrame, limit: int) -> Table:
+    ranked = stats.sort(["length_ratio", *KEYS], descending=[True, False, False, False],
+                        nulls_last=True)
+    headers = ["model", "task", "trick set", "length ratio (end / start)", "length slope / step",
+               "final reward"]
+    rows: list[list[TableCell]] = [
+        _keys(r) + [num(r["length_ratio"]), signed(r["length_slope"]),
+                    num(r["reward_final"])]
+        for r in ranked.head(limit).iter_rows(named=True)]
+    note = f"The {len(rows)} trick sets with the largest length ratio, of {stats.height}."
+    return Table(headers, rows, note)
+
+
+def _stability_table(stats: pl.DataFrame, limit: int) -> Table:
+    troubled = stats.filter((pl.col("alarms") > 0) | (pl.col("collapsed") > 0)).sort(
+        ["collapsed", "alarms", *KEYS], descending=[True, True, False, False, False],
+        nulls_last=True)
+    headers = ["model", "task", "trick set", "runs", "runs with alarms", "collapsed runs",
+               "alarms", "alarm kinds", "oscillation"]
+    rows: list[list[TableCell]] = [
+        _keys(r) + [_text(r["runs"]), _text(r["runs_with_alarms"]),
+                    Badge(str(r["collapsed"]), "bad" if r["collapsed"] else "neutral"),
+                    _text(r["alarms"]), _text(r["alarm_kinds"]), num(r["oscillation"])]
+        for r in troubled.iter_rows(named=True)]
+    kept, note = _capped(rows, limit, "trick sets with alarms")
+    return Table(headers, kept, note)
+
+
+def _interaction_table(interactions: pl.DataFrame, limit: int) -> Table:
+    ranked = (interactions.with_columns(pl.col("verdict").is_in(HARM_VERDICTS).alias("_flag"))
+              .sort(["_flag", "interaction", *KEYS], descending=[True, False, False, False, False],
+                    nulls_last=True))
+    headers = ["model", "task", "combination", "seeds", "expected", "observed", "interaction",
+               "CI", "q", "p (Holm)", "best single", "verdict", "seeds needed", "warnings"]
+    rows: list[list[TableCell]] = []
+    for r in ranked.iter_rows(named=True):
+        verdict = _text(r["verdict"])
+        best = f"{_text(r['best_single'])} ({signed(r['best_single_effect'])})"
+        rows.append(_keys(r) + [
+            _text(r["n_seeds"]), signed(r["expected"]), signed(r["observed"]),
+            signed(r["interaction"]), interval(r["ci_low"], r["ci_high"]),
+            p_value(r["q_value"]), p_value(r["p_holm"]), best,
+            Badge(verdict, INTERACTION_TONES.get(verdict, "neutral")), _text(r["seeds_needed"]),
+            _text(r["warnings"])])
+    kept, note = _capped(rows, limit, "combinations (flagged and most negative first)")
+    return Table(headers, kept, note)
+
+
+def _phase_table(costs: dict[str, Any], unit: str) -> Table:
+    total = costs.get("total")
+    rows: list[list[TableCell]] = [[str(phase), num(hours), share(hours, total)]
+                                   for phase, hours in (costs.get("by_phase") or {}).items()]
+    rows.append(["total", num(total), share(total, total)])
+    return Table(["phase", unit, "share"], rows)
+
+
+def _split_table(costs: dict[str, Any], unit: str) -> Table:
+    split = costs.get("split") or {}
+    spent = sum(v for v in split.values() if v is not None) or None
+    names = list(STUDY_SPLIT) + [k for k in split if k not in STUDY_SPLIT]
+    rows: list[list[TableCell]] = [
+        [name, num(split.get(name)), share(split.get(name), spent),
+         f"{STUDY_SPLIT[name]:.0%}" if name in STUDY_SPLIT else MISSING]
+        for name in names]
+    return Table(["bucket", unit, "share here", "share in the study"], rows)
+
+
+# --- the decisions section (--decide waves, variance budget) ---
+
+DECISION_TONES: dict[str, Tone] = {"significant": "good", "equivalent": "neutral", "open": "warn"}
+
+
+def _pct(x: Any) -> str:
+    return MISSING if is_missing(x) else f"{100 * x:.0f}%"
+
+
+def _variance_blocks(variance: pl.DataFrame, unit: str) -> list[Block]:
+    if variance.is_empty():
+        return []
+    intro = Paragraph(
+        "Variance budget: how much of one arm's variance comes from training randomness (seeds) and how much "
+        "from the finite eval set (seed-by-problem noise and how an arm fares on these problems), from the "
+        "per-problem eval records; and the eval size and seed count that decide a two-arm comparison (a "
+        f"±δ effect found with 80% power at 5%, δ = {num(variance['delta'][0])}) for the fewest {unit}.")
+    rows = [[str(r["model"]), str(r["task"]), num(r["seeds"]), str(r["problems"]), num(r["sd_seed"]),
+             num(r["sd_resid"]), num(r["sd_arm_problem"]), _pct(r["share_seed"]), _pct(r["share_eval"]),
+             num(r["seeds_needed_now"]), num(r["hours_now"]), str(r["best_problems"]),
+             num(r["best_seeds"]), num(r["hours_best"])]
+            for r in variance.iter_rows(named=True)]
+    headers = ["model", "task", "seeds", "problems", "sd seed", "sd seed×problem", "sd arm×problem",
+               "share seeds", "share eval", "seeds needed now", f"{unit} / decided now", "best problems",
+               "best seeds", f"{unit} / decided at best"]
+    return [intro, Table(headers, rows)]
+
+
+def _decision_blocks(decisions: dict, unit: str) -> list[Block]:
+    waves, verdicts = decisions.get("waves") or [], decisions.get("verdicts") or []
+    if not waves:
+        return []
+    counts = {v: sum(r["verdict"] == v for r in verdicts) for v in DECISION_TONES}
+    by_kind = {k: (sum(r["kind"] == k and r["verdict"] != "open" for r in verdicts), sum(r["kind"] == k for r in verdicts))
+               for k in ("effect", "interaction")}
+    summary = Paragraph(
+        f"--decide: {len(waves)} wave(s), {waves[-1]['runs']} runs, {num(waves[-1]['hours'])} {unit}. "
+        f"Decided {by_kind['effect'][0]} of {by_kind['effect'][1]} effects and {by_kind['interaction'][0]} of "
+        f"{by_kind['interaction'][1]} interactions: {counts['significant']} significant, {counts['equivalent']} "
+        f"equivalent within ±δ, {counts['open']} open. Normal-mixture confidence sequences, Bonferroni over the "
+        "comparisons: family-wise error ≤ α at every wave, whenever the sweep stopped.")
+    wave_table = Table(["wave", f"{unit} spent", "runs", "significant", "equivalent", "open", "runs added"],
+                       [[str(w["wave"]), num(w["hours"]), str(w["runs"]), str(w["significant"]),
+                         str(w["equivalent"]), str(w["open"]), str(w["added"])] for w in waves])
+    order = {"significant": 0, "equivalent": 1, "open": 2}
+    rows = [[r["task"], r["kind"], short(r["target"]), signed(r["est"]),
+             MISSING if is_missing(r["radius"]) else f"±{num(r['radius'])}",
+             Badge(r["verdict"], DECISION_TONES[r["verdict"]]), MISSING if r["wave"] is None else str(r["wave"]),
+             num(r["hours"])]
+            for r in sorted(verdicts, key=lambda r: (order[r["verdict"]], r["task"], r["kind"], r["target"]))]
+    verdict_table = Table(["task", "kind", "arm", "estimate", "confidence sequence", "verdict", "decided at wave",
+                           f"{unit} when decided"], rows)
+    return [summary, wave_table, verdict_table]
+
+
+# --- sections ---
+
 def _models(runs: pl.DataFrame) -> str:
     models = runs["model"].unique().sort().to_list()
-    return f"model {models[0]}" if len(models) == 1 else fmt.plural(len(models), "model")
+    return f"model {models[0]}" if len(models) == 1 else plural(len(models), "model")
 
 
 def _meta(data: ReportData, *keys: str) -> str:
     """First of several accepted spellings of a meta key (the CLI's, the registry's)."""
-    return next((str(data.meta[k]) for k in keys if data.meta.get(k)), fmt.MISSING)
+    return next((str(data.meta[k]) for k in keys if data.meta.get(k)), MISSING)
 
 
 def _summary(data: ReportData, unit: str) -> list[str]:
@@ -58,12 +250,11 @@ def _summary(data: ReportData, unit: str) -> list[str]:
     status = Counter(runs["status"].fill_null("unknown").to_list())
     counts = ", ".join(f"{n} {s}" for s, n in sorted(status.items()))
     return [
-        f"Sweep {_meta(data, 'sweep', 'name')} · matrix {_meta(data, 'matrix', 'matrix_path')} "
-        f"· metric {data.metric} · created {_meta(data, 'created', 'created_at')}",
-        f"{runs.height} runs ({counts or 'none'}) · {runs.select(KEYS).n_unique()} trick sets "
-        f"on {_models(runs)} × "
-        f"{fmt.plural(runs['task'].n_unique(), 'task')} · total cost "
-        f"{fmt.num(data.costs.get('total'))} {unit}",
+        (f"Sweep {_meta(data, 'sweep', 'name')} · matrix {_meta(data, 'matrix', 'matrix_path')} "
+         f"· metric {data.metric} · created {_meta(data, 'created', 'created_at')}"),
+        (f"{runs.height} runs ({counts or 'none'}) · {runs.select(KEYS).n_unique()} trick sets "
+         f"on {_models(runs)} × {plural(runs['task'].n_unique(), 'task')} · total cost "
+         f"{num(data.costs.get('total'))} {unit}"),
     ]
 
 
@@ -79,7 +270,7 @@ def _verdicts(p: Parts, unit: str) -> list[Block]:
                   f"(1 point = {p.policy.point:g} of {p.data.metric}). Harmful in combination: part "
                   "of a combination flagged in the interactions section, whatever it does alone."),
         Paragraph(" · ".join(f"{n} {v}" for v, n in counts.most_common())),
-        tables.verdict_table(p.verdicts, unit, p.data.metric, p.limits.verdicts),
+        _verdict_table(p.verdicts, unit, p.data.metric, p.limits.verdicts),
     ]
 
 
@@ -91,21 +282,21 @@ def _curves(p: Parts) -> list[Block]:
     blocks: list[Block] = list(p.figures.get("curves", []))
     if not p.chosen.is_empty():
         blocks += [Paragraph("Run metrics of the trick sets drawn above (means over seeds):"),
-                   tables.metric_table(p.stats, p.chosen)]
+                   _metric_table(p.stats, p.chosen)]
     return _or(blocks, "No runs to draw.")
 
 
 def _length(p: Parts) -> list[Block]:
     blocks: list[Block] = list(p.figures.get("length", []))
     if not p.stats.is_empty():
-        blocks.append(tables.length_table(p.stats, p.limits.length))
+        blocks.append(_length_table(p.stats, p.limits.length))
     return _or(blocks, "No length data.")
 
 
 def _stability(p: Parts) -> list[Block]:
     blocks: list[Block] = list(p.figures.get("stability", [])) or [
         Paragraph("No alarm events were recorded.")]
-    table = tables.stability_table(p.stats, p.limits.stability)
+    table = _stability_table(p.stats, p.limits.stability)
     if table.rows:
         return blocks + [table]
     return blocks + [Paragraph("No run raised an alarm or collapsed.")]
@@ -120,7 +311,7 @@ def _interactions(p: Parts) -> list[Block]:
         "interaction is significantly negative after multiple-comparison correction, when the "
         "combination is harmful, or when it collapsed while none of its single tricks did.")
     return [intro, *p.figures.get("interactions", []),
-            tables.interaction_table(p.data.interactions, p.limits.interactions)]
+            _interaction_table(p.data.interactions, p.limits.interactions)]
 
 
 def _costs(data: ReportData, unit: str) -> list[Block]:
@@ -129,19 +320,18 @@ def _costs(data: ReportData, unit: str) -> list[Block]:
         return [Paragraph("No cost accounting was recorded for this sweep.")]
     total, wasted, per_sample = c.get("total"), c.get("wasted"), c.get("cost_per_effective_sample")
     lines = [
-        f"Total {fmt.num(total)} {unit}; wasted on failed or retried attempts {fmt.num(wasted)} "
-        f"{unit} ({fmt.share(wasted, total)} of the total).",
-        f"Cost per effective sample (a completion that contributed a gradient): "
-        f"{fmt.num(per_sample)} h = "
-        f"{fmt.num(None if per_sample is None else per_sample * 3600)} s. G-fold sampling eats "
-        "part of GRPO's savings: compare this, not curves alone.",
+        (f"Total {num(total)} {unit}; wasted on failed or retried attempts {num(wasted)} "
+         f"{unit} ({share(wasted, total)} of the total)."),
+        (f"Cost per effective sample (a completion that contributed a gradient): {num(per_sample)} h = "
+         f"{num(None if per_sample is None else per_sample * 3600)} s. G-fold sampling eats "
+         "part of GRPO's savings: compare this, not curves alone."),
     ]
     price = c.get("price_per_gpu_hour")
     if price and total:
-        lines.append(f"At {price:g} per {unit} the sweep cost {fmt.num(price * total)}.")
-    return [*(Paragraph(line) for line in lines), tables.phase_table(c, unit),
+        lines.append(f"At {price:g} per {unit} the sweep cost {num(price * total)}.")
+    return [*(Paragraph(line) for line in lines), _phase_table(c, unit),
             Paragraph("Where the hours went, against the split the source study reports:"),
-            tables.split_table(c, unit)]
+            _split_table(c, unit)]
 
 
 def _environment(data: ReportData) -> list[Block]:
@@ -160,7 +350,7 @@ def _reproduce(data: ReportData) -> list[Block]:
 
 
 def build_document(p: Parts) -> Document:
-    unit = fmt.hours_unit(p.data.hours_unit)
+    unit = hours_unit(p.data.hours_unit)
     title = f"GRPO trick report — {_meta(p.data, 'sweep', 'name')}"
     sections = [
         Section("verdicts", "Verdicts per trick set", _verdicts(p, unit)),
@@ -172,7 +362,7 @@ def build_document(p: Parts) -> Document:
         Section("environment", "Environment", _environment(p.data)),
         Section("reproduce", "Reproduce", _reproduce(p.data)),
     ]
-    decided = decision_blocks(p.data.decisions, unit) + variance_blocks(p.data.variance, unit)
+    decided = _decision_blocks(p.data.decisions, unit) + _variance_blocks(p.data.variance, unit)
     if decided:
         sections.insert(5, Section("decisions", "Decisions and variance budget", decided))
     if p.data.runs["model"].n_unique() <= 1:

@@ -9,6 +9,9 @@ The rule, in order (the first that applies wins):
 4. worth it / not worth its cost: the gain is significant; it is worth it when the extra hours it
    costs per point of the metric stay within `max_hours_per_point` of a baseline run's hours
    (a trick that costs nothing extra is always worth it; unknown cost is said so in the reason).
+
+The hours and the run metrics the tables show come from run_stats: one row per trick set, means
+over its seeds.
 """
 
 from __future__ import annotations
@@ -18,9 +21,8 @@ from typing import Any
 
 import polars as pl
 
-from grpo_lab.report.document import Tone
-from grpo_lab.report.fmt import num
 from grpo_lab.report.inputs import BASELINE, HARM_VERDICTS, KEYS
+from grpo_lab.report.render import Tone, num
 
 WORTH_IT = "worth it"
 NOT_WORTH = "not worth its cost"
@@ -28,6 +30,29 @@ HARMFUL = "harmful"
 HARMFUL_COMBO = "harmful in combination"
 TONES: dict[str, Tone] = {WORTH_IT: "good", NOT_WORTH: "neutral", HARMFUL: "bad",
                           HARMFUL_COMBO: "bad"}
+
+_MEAN_COLUMNS = ["pass@1", "pass@1_best", "pass@k", "delta_pass@1", "reward_final", "reward_auc",
+                 "steps_to_90", "oscillation", "length_slope", "length_ratio",
+                 "cost_per_effective_sample", "effective_samples", "sampling_share"]
+
+
+def run_stats(runs: pl.DataFrame) -> pl.DataFrame:
+    """One row per trick set: run counts, metric means over seeds, alarms, hours."""
+    hours = pl.col("gpu_hours")
+    kind = pl.col("alarm_kinds").str.split("+").explode()
+    kinds = kind.filter(kind != "").drop_nulls().unique().sort().str.join("+")
+    return runs.group_by(KEYS).agg(
+        pl.len().alias("runs"),
+        (pl.col("status") == "finished").sum().alias("finished"),
+        *[pl.col(c).mean() for c in _MEAN_COLUMNS],
+        pl.col("alarms").sum().alias("alarms"),
+        (pl.col("alarms") > 0).sum().alias("runs_with_alarms"),
+        pl.col("collapsed").sum().alias("collapsed"),
+        kinds.alias("alarm_kinds"),
+        hours.mean().alias("hours_per_run"),
+        # An all-null sum would read as 0 hours spent; null says "not measured".
+        pl.when(hours.count() > 0).then(hours.sum()).alias("hours_total"),
+    ).sort(KEYS)
 
 
 @dataclass(frozen=True)

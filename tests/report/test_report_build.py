@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 from PIL import Image as PILImage
 
+import grpo_lab.report as report_module
 from grpo_lab.report import ReportData, write_report
-from grpo_lab.report import build as build_module
 
 SECTION_IDS = ["verdicts", "curves", "length", "stability", "interactions", "costs",
                "environment", "reproduce"]
@@ -64,8 +64,7 @@ def test_markdown_references_png_files_beside_it(written: tuple[Path, Path]) -> 
 
 
 def test_verdicts_follow_effects_ci_cost_and_interactions(report_data: ReportData) -> None:
-    from grpo_lab.report.series import run_stats
-    from grpo_lab.report.verdicts import VerdictPolicy, verdict_table
+    from grpo_lab.report.verdicts import VerdictPolicy, run_stats, verdict_table
 
     d = report_data
     verdicts = verdict_table(run_stats(d.runs), d.effects, d.interactions, VerdictPolicy())
@@ -81,7 +80,7 @@ def test_verdicts_follow_effects_ci_cost_and_interactions(report_data: ReportDat
 
 
 def test_chosen_sets_put_baseline_then_flagged_first(report_data: ReportData) -> None:
-    from grpo_lab.report.series import pick_trick_sets
+    from grpo_lab.report.figures import pick_trick_sets
 
     chosen = pick_trick_sets(report_data.runs, report_data.effects, report_data.interactions,
                              max_sets=3).filter(pl.col("task") == "math").sort("rank")
@@ -110,7 +109,7 @@ def test_a_failed_render_leaves_the_previous_report(
     def crash(_doc: object) -> str:
         raise RuntimeError("renderer died")
 
-    monkeypatch.setattr(build_module, "render_html", crash)
+    monkeypatch.setattr(report_module, "render_html", crash)
     with pytest.raises(RuntimeError):
         write_report(report_data, tmp_path)
     assert html_path.read_bytes() == before[0]
@@ -126,8 +125,8 @@ def test_atomic_write_cleans_up_when_the_write_fails(tmp_path: Path,
     def boom(src: str, dst: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(build_module.os, "replace", boom)
+    monkeypatch.setattr(report_module.os, "replace", boom)
     with pytest.raises(OSError):
-        build_module.atomic_write(target, b"new")
+        report_module.atomic_write(target, b"new")
     assert target.read_text() == "old"
     assert list(tmp_path.iterdir()) == [target]
