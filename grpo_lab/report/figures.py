@@ -77,8 +77,7 @@ def bands(runs: pl.DataFrame, steps: pl.DataFrame, chosen: pl.DataFrame, column:
         values = (values.with_columns(pl.col("step") // width * width)
                   .group_by(KEYS + ["run_id", "step"]).agg(pl.col(column).mean()))
     return (values.group_by(KEYS + ["step"])
-            .agg(pl.col(column).mean().alias("mean"), pl.col(column).std().alias("std"),
-                 pl.len().alias("n"))
+            .agg(pl.col(column).mean().alias("mean"), pl.col(column).std().alias("std"))
             .sort(KEYS + ["step"]))
 
 
