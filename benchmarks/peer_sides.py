@@ -124,7 +124,7 @@ def trl_speed(cfg: RunConfig) -> dict:
 
 
 def trl_learn(cfg: RunConfig, out: Path) -> dict:
-    """TRL trains; grpo-lab's Run evaluates before (its own policy) and after (TRL's weights)."""
+    """TRL trains; grpo-lab's RunState evaluates before (its own policy) and after (TRL's weights)."""
     from grpo_lab.trainer.setup import setup
 
     t = time.perf_counter()

@@ -81,6 +81,7 @@ def run(
     """Train one GRPO run; writes metrics.jsonl and summary.json."""
     from grpo_lab.rewards.sandbox import SandboxError
     from grpo_lab.spec.config import load_config
+    from grpo_lab.spec.tricks import trick_notes
     from grpo_lab.trainer.grpo import train
     from grpo_lab.views import show_summary
 
@@ -89,6 +90,8 @@ def run(
         check_runnable([cfg])
     except (ConfigError, SandboxError) as exc:
         fail(exc)
+    for note in trick_notes(cfg.tricks):
+        console.print(f"[yellow]warning:[/] {note}")
     out = out or Path("runs") / cfg.run_id()
     console.print(f"run [bold]{cfg.run_id()}[/]: model={cfg.model} task={cfg.task} tricks={cfg.tricks or 'baseline'} "
                   f"seed={cfg.seed} -> {out}")
@@ -113,7 +116,7 @@ def tricks(as_json: bool = typer.Option(False, "--json")) -> None:
 
     catalog = load_catalog()
     if as_json:
-        console.print_json(json.dumps({n: t.__dict__ for n, t in catalog.items()}))
+        console.print_json(json.dumps({n: t.model_dump() for n, t in catalog.items()}))
         return
     table = Table(title="trick catalog")
     for col in ("name", "dimension", "description", "source"):
@@ -204,10 +207,10 @@ def sweep(
     from grpo_lab.execution import registry as reg
     from grpo_lab.execution import tracking
     from grpo_lab.execution.environment import env_snapshot
-    from grpo_lab.execution.runners.base import load_profile, make_runner
+    from grpo_lab.execution.mirror import SweepTracker
+    from grpo_lab.execution.runners import load_profile, make_runner
     from grpo_lab.execution.sweep import (
         SweepOptions,
-        SweepTracker,
         execute_sweep,
         open_sweep,
         plan_for,
@@ -226,8 +229,6 @@ def sweep(
     except (ConfigError, SandboxError) as exc:
         fail(ConfigError(escape(str(exc))))
     show_plan(console, plan, table=False)
-    if decide:
-        from grpo_lab.execution import waves  # noqa: F401 (its tables must exist before the registry opens)
     Session = open_registry(db, workspace)
     hold_lease(ctx, Session, plan.name)
     with Session() as session:

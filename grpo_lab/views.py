@@ -13,7 +13,7 @@ from rich.table import Table
 
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.base import Outcome
-from grpo_lab.execution.worker import read_json
+from grpo_lab.util.files import read_json
 
 if TYPE_CHECKING:
     from grpo_lab.spec.plan import Plan

@@ -22,7 +22,7 @@ def tiny_cfg(after: dict | None = None, **over):
         "sampling": {"prompts_per_step": 4, "group_size": 4, "max_new_tokens": 6},
         "eval": {"every": 2, "problems": 8, "samples": 2, "k": [1, 2]},
     }
-    from grpo_lab.spec.config import deep_merge
+    from grpo_lab.util.dicts import deep_merge
 
     return resolve(deep_merge(base, over), overrides=after)
 

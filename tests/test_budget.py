@@ -14,7 +14,7 @@ STUDY = {"model": "qwen2.5-7b", "steps": 600, "sampling": {"prompts_per_step": 6
 
 
 def est(over=None, hw="h800", **kw):
-    from grpo_lab.spec.config import deep_merge
+    from grpo_lab.util.dicts import deep_merge
 
     cfg = resolve(deep_merge(STUDY, over or {}))
     return estimate(cfg, load_card(cfg.model), load_hardware(hw), **kw)

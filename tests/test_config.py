@@ -33,8 +33,22 @@ def test_set_overrides_and_run_id_is_stable():
 
 def test_unknown_trick_suggests_close_name():
     with pytest.raises(ConfigError) as e:
+        load_config(None, ["tricks=[ema_refrence]"])
+    assert "unknown trick 'ema_refrence' (did you mean 'ema_reference' or" in str(e.value)
+    with pytest.raises(ConfigError) as e:
         load_config(None, ["tricks=[nonexistent_trick_xyz]"])
-    assert "unknown trick 'nonexistent_trick_xyz'" in str(e.value)
+    assert "unknown trick 'nonexistent_trick_xyz'; `grpo-lab tricks` lists them" in str(e.value)  # nothing close
+
+
+def test_set_override_errors_name_set_not_a_file_line(tmp_path):
+    p = tmp_path / "run.yaml"
+    p.write_text("steps: 5\noptim:\n  lr: 0.001\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p, ["optim.lr=fast", "sampling.temprature=0.5"])
+    lines = sorted(str(e.value).splitlines())
+    assert len(lines) == 2
+    assert lines[0].startswith("--set: field 'optim.lr': Input should be a valid number")
+    assert lines[1].startswith("--set: unknown key 'sampling.temprature' (did you mean 'temperature'")
 
 
 def test_run_id_changes_with_the_task_generator_version(monkeypatch):
@@ -65,16 +79,18 @@ def test_duplicate_yaml_key_names_file_line_and_key(tmp_path):
         load_config(run)
 
 
-def test_commuting_trick_order_is_one_run_and_order_that_matters_is_warned():
-    from grpo_lab.spec.tricks import TrickOrderWarning
+def test_commuting_trick_order_is_one_run_and_order_that_matters_is_noted():
+    from grpo_lab.spec.tricks import trick_notes
 
     a = load_config(None, ["tricks=[ema_reference, quantile_norm]"])
     b = load_config(None, ["tricks=[quantile_norm, ema_reference]"])
     assert a.run_id() == b.run_id() and b.tricks == ["ema_reference", "quantile_norm"]
-    with pytest.warns(TrickOrderWarning, match="changes the resolved config"):
-        c = load_config(None, ["tricks=[quantile_norm, dr_grpo]"])
+    c = load_config(None, ["tricks=[quantile_norm, dr_grpo]"])
     d = load_config(None, ["tricks=[dr_grpo, quantile_norm]"])
     assert c.run_id() != d.run_id() and c.advantage != d.advantage  # order matters: two runs
+    assert c.tricks == ["quantile_norm", "dr_grpo"]
+    assert any("changes the resolved config" in n for n in trick_notes(c.tricks))
+    assert not any("order" in n for n in trick_notes(a.tricks))
 
 
 def test_sandbox_default_keeps_run_ids_and_unsafe_local_gets_its_own():

@@ -259,7 +259,7 @@ def test_a_failing_store_warns_and_the_sweep_goes_on(tmp_path, run_dirs):
     """SweepTracker over a store that cannot open (a folder as the SQLite file): every call warns, none raises."""
     from types import SimpleNamespace
 
-    from grpo_lab.execution.sweep import SweepTracker
+    from grpo_lab.execution.mirror import SweepTracker
 
     cell = SimpleNamespace(run_id="r1", run=SimpleNamespace(status="finished", out_dir=str(run_dirs[1]),
                                                             attempts=[SimpleNamespace(status="finished")]))

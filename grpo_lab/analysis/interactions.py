@@ -47,7 +47,7 @@ class Arm:
 
 
 @dataclass
-class Cell:
+class TaskArms:
     """One (model, task): its arms by canonical trick-set key, and the pooled seed noise."""
     model: str
     task: str
@@ -109,7 +109,7 @@ def pooled_noise(arms: list[Arm]) -> tuple[float, float]:
     return (float(np.sqrt(ss / df)), float(df)) if df > 0 else (np.nan, 0.0)
 
 
-def cells(frame: pl.DataFrame) -> list[Cell]:
+def task_arms(frame: pl.DataFrame) -> list[TaskArms]:
     """Group a `prepare`d frame into cells with their pooled noise."""
     out = []
     for (model, task), part in frame.partition_by("model", "task", as_dict=True, maintain_order=True).items():
@@ -124,11 +124,11 @@ def cells(frame: pl.DataFrame) -> list[Cell]:
         sigma, df = pooled_noise(calm)
         if not df or not sigma > 0:  # too few calm arms, or only copies of one run (a trick that did nothing)
             sigma, df = pooled_noise(list(arms.values()))
-        out.append(Cell(model, task, arms, sigma, df))
+        out.append(TaskArms(model, task, arms, sigma, df))
     return out
 
 
-def contrast(cell: Cell, coefs: dict[str, float], variance: str = "pooled") -> Contrast:
+def contrast(cell: TaskArms, coefs: dict[str, float], variance: str = "pooled") -> Contrast:
     """Σ_j c_j·ȳ_j over the cell's arms, with its standard error (see the module docstring)."""
     arms = [cell.arms[k] for k in coefs]
     c = np.array(list(coefs.values()), float)
@@ -168,7 +168,7 @@ def _tests(df: pl.DataFrame, alpha: float, prefix: str = "") -> pl.DataFrame:
                            pl.Series(f"{prefix}p_value", p), pl.Series(f"{prefix}q_value", stats.bh(p)))
 
 
-def _on_shared_seeds(cell: Cell, keys: list[str], variance: str) -> Cell:
+def _on_shared_seeds(cell: TaskArms, keys: list[str], variance: str) -> TaskArms:
     """In paired mode, the cell cut to the seeds that all `keys` ran (when ≥ 2), so the row's
     contrasts stay consistent: observed = expected + interaction on the same seeds."""
     shared = set.intersection(*(set(cell.arms[k].by_seed) for k in keys))
@@ -176,7 +176,7 @@ def _on_shared_seeds(cell: Cell, keys: list[str], variance: str) -> Cell:
         return cell
     arms = {k: Arm(cell.arms[k].label, {s: v for s, v in cell.arms[k].by_seed.items() if s in shared},
                    cell.arms[k].collapse) for k in keys}
-    return Cell(cell.model, cell.task, arms, cell.sigma, cell.df)
+    return TaskArms(cell.model, cell.task, arms, cell.sigma, cell.df)
 
 
 EFFECT_SCHEMA = {"model": pl.String, "task": pl.String, "tricks": pl.String, "n_tricks": pl.Int64,
@@ -191,7 +191,7 @@ def effects(df: pl.DataFrame, metric: str, *, alpha: float = 0.05, logit: bool =
     set) with EFFECT_SCHEMA columns; q_value is BH over all rows. Cells without a baseline are skipped."""
     _check(variance)
     rows = []
-    for cell in cells(prepare(df, metric, logit)):
+    for cell in task_arms(prepare(df, metric, logit)):
         if BASELINE not in cell.arms:
             continue
         for key, arm in cell.arms.items():
@@ -208,7 +208,7 @@ def effects(df: pl.DataFrame, metric: str, *, alpha: float = 0.05, logit: bool =
     return _tests(pl.DataFrame(rows), alpha).rename({"est": "effect"}).select(list(EFFECT_SCHEMA))
 
 
-def _interaction_row(cell: Cell, key: str, variance: str) -> dict | None:
+def _interaction_row(cell: TaskArms, key: str, variance: str) -> dict | None:
     """One combination's contrasts, or None when a single or the baseline is missing."""
     tricks = key.split("+")
     if len(tricks) < 2 or any(k not in cell.arms for k in [*tricks, BASELINE]):
@@ -272,7 +272,7 @@ def interactions(df: pl.DataFrame, metric: str, *, delta: float | None = None, a
     interaction smaller than one seed's wobble is not worth a claim at any seed count.
     seeds_needed: seeds for a 95% CI half-width below δ at the observed variance."""
     _check(variance)
-    rows = [row for cell in cells(prepare(df, metric, logit)) for key in cell.arms
+    rows = [row for cell in task_arms(prepare(df, metric, logit)) for key in cell.arms
             if (row := _interaction_row(cell, key, variance)) is not None]
     if not rows:
         return pl.DataFrame(schema=INTERACTION_SCHEMA)
@@ -300,7 +300,7 @@ def leave_one_out(df: pl.DataFrame, metric: str, *, alpha: float = 0.05, logit: 
     F − F∖{t} over seeds, with CI (LOO_SCHEMA; one row per (F, t))."""
     _check(variance)
     rows = []
-    for cell in cells(prepare(df, metric, logit)):
+    for cell in task_arms(prepare(df, metric, logit)):
         for key, arm in cell.arms.items():
             tricks = key.split("+")
             rest = {t: "+".join(x for x in tricks if x != t) for t in tricks}

@@ -152,6 +152,40 @@ class DriverLease(Base):
 SCHEMA_LOCK_KEY = 0x6772706F  # 'grpo': the advisory lock that serialises CREATE on PostgreSQL
 
 
+class DecideWave(Base):
+    __tablename__ = "decide_waves"
+    __table_args__ = (UniqueConstraint("sweep_id", "wave"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
+    wave: Mapped[int]  # 0: the matrix as written
+    hours: Mapped[float]  # device-hours the sweep had spent when this wave was analysed
+    runs: Mapped[int]  # finished runs behind the analysis
+    open: Mapped[int]
+    significant: Mapped[int]
+    equivalent: Mapped[int]
+    added_json: Mapped[str] = mapped_column(Text, default="[]")  # run ids this wave added
+    created_at: Mapped[datetime] = mapped_column(default=now)
+
+
+class DecideVerdict(Base):
+    __tablename__ = "decide_verdicts"
+    __table_args__ = (UniqueConstraint("sweep_id", "name"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
+    name: Mapped[str] = mapped_column(String(400))
+    kind: Mapped[str] = mapped_column(String(20))
+    model: Mapped[str] = mapped_column(String(200))
+    task: Mapped[str] = mapped_column(String(100))
+    target: Mapped[str] = mapped_column(Text)
+    verdict: Mapped[str] = mapped_column(String(20))
+    est: Mapped[float | None]
+    radius: Mapped[float | None]
+    t: Mapped[float]
+    sigma: Mapped[float | None]
+    wave: Mapped[int | None]  # the wave that decided it
+    hours: Mapped[float | None]  # the sweep's device-hours when it was decided
+
+
 def default_url(workspace: Path = WORKSPACE) -> str:
     return os.environ.get("GRPO_LAB_DB") or f"sqlite:///{Path(workspace).resolve() / 'registry.db'}"
 

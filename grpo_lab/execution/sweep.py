@@ -18,13 +18,12 @@ from pathlib import Path
 from sqlalchemy.orm import Session
 
 from grpo_lab.execution import registry as reg
-from grpo_lab.execution import tracking
 from grpo_lab.execution.runners.base import Job, Outcome, Runner, retryable
-from grpo_lab.execution.worker import read_json
 from grpo_lab.spec.config import comparable
 from grpo_lab.spec.matrix import load_matrix
 from grpo_lab.spec.model_cards import load_card
 from grpo_lab.spec.plan import Plan, make_plan
+from grpo_lab.util.files import read_json
 from grpo_lab.util.yamlio import ConfigError
 
 
@@ -129,18 +128,25 @@ def recover(session: Session, sweep: reg.Sweep) -> int:
             if attempt.status != "running":
                 continue
             result = read_json(Path(cell.run.out_dir) / f"result-{attempt.number}.json")
-            beat = read_json(Path(cell.run.out_dir) / "heartbeat.json") or {}
-            mine = beat.get("attempt") == attempt.number
             if result:  # the attempt ended after the driver died: take its own word for it
                 hours = result.get("wall_seconds", 0.0) * cell.run.devices / 3600
                 attempt.start_step = result.get("start_step", attempt.start_step)
                 reg.end_attempt(session, attempt, result["status"], hours, result.get("error"))
             else:
-                hours = (beat["updated"] - beat["started"]) * cell.run.devices / 3600 if mine else 0.0
-                attempt.start_step = beat.get("start_step", attempt.start_step) if mine else attempt.start_step
+                hours, attempt.start_step = heartbeat_hours(attempt)
                 reg.end_attempt(session, attempt, "interrupted", hours, "the sweep driver stopped during this attempt")
             n += 1
     return n
+
+
+def heartbeat_hours(attempt: reg.Attempt) -> tuple[float, int | None]:
+    """(device-hours, start step) of an attempt that ended without a result, from the run's
+    heartbeat when this attempt wrote it last; (0, its provisional start step) otherwise."""
+    beat = read_json(Path(attempt.run.out_dir) / "heartbeat.json") or {}
+    if beat.get("attempt") != attempt.number:
+        return 0.0, attempt.start_step
+    secs = max(beat.get("updated", 0) - beat.get("started", 0), 0)
+    return secs * attempt.run.devices / 3600, beat.get("start_step", attempt.start_step)
 
 
 def start_step(run_dir: Path) -> int:
@@ -217,11 +223,9 @@ def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
     finally:
         if running:  # Ctrl-C or an error in the driver: close what is open, keep the hours
             runner.close()
-            for rid, attempt in running.items():
-                beat = read_json(Path(attempt.run.out_dir) / "heartbeat.json") or {}
-                secs = (beat.get("updated", 0) - beat.get("started", 0)) if beat.get("attempt") == attempt.number else 0
-                reg.end_attempt(session, attempt, "interrupted", max(secs, 0) * attempt.run.devices / 3600,
-                                "the sweep was interrupted")
+            for attempt in running.values():
+                hours, attempt.start_step = heartbeat_hours(attempt)
+                reg.end_attempt(session, attempt, "interrupted", hours, "the sweep was interrupted")
     result.counts = reg.counts(session, sweep)
     sweep.status = sweep_status(result.counts)
     session.commit()
@@ -237,65 +241,6 @@ def totals(sweep: reg.Sweep) -> dict:
             "cost": used * sweep.price_per_gpu_hour, "unit": sweep.unit,
             "attempts": sum(len(r.attempts) for r in runs),
             **{f"cells_{s}": sum(r.status == s for r in runs) for s in reg.STATUSES}}
-
-
-def attempt_info(attempt: reg.Attempt) -> dict:
-    return {"number": attempt.number, "runner": attempt.runner, "host": attempt.host or "",
-            "started_at": attempt.started_at, "ended_at": attempt.ended_at, "gpu_hours": attempt.gpu_hours,
-            "start_step": attempt.start_step, "error": (attempt.error or "")[:2000]}
-
-
-def cell_labels(cell: reg.SweepRun, matrix: str) -> dict:
-    from grpo_lab.spec.tricks import load_catalog
-
-    catalog = load_catalog()
-    dims = sorted({catalog[t].dimension for t in cell.tricks.split("+") if t in catalog})
-    return {**cell.labels(), "dimensions": dims, "matrix": matrix}
-
-
-def start_parent(uri: str, sweep: reg.Sweep, source: Path, tags: dict | None = None) -> tuple:
-    """(Tracker, parent run id) of a sweep's MLflow copy, the id also stored on the sweep; (None,
-    None) when MLflow fails, which `tracking.guarded` reports as a warning."""
-    opened: list = []
-
-    def start() -> None:
-        tracker = tracking.Tracker(uri)
-        parent = tracker.start_sweep(sweep.name, source, tags={"hardware": sweep.hardware, "unit": sweep.unit,
-                                                                **(tags or {})})
-        sweep.mlflow_parent_id = parent
-        opened.extend((tracker, parent))
-
-    tracking.guarded(start, "starting the MLflow parent run")
-    return tuple(opened) if opened else (None, None)
-
-
-class SweepTracker:
-    """The sweep's MLflow copy: a parent run, a child per ended cell, the totals at the end.
-
-    Every call is `tracking.guarded`: a failure is a TrackingWarning and the sweep goes on.
-    """
-
-    def __init__(self, uri: str, sweep: reg.Sweep, matrix: Path) -> None:
-        self.sweep = sweep
-        self.tracker, self.parent = start_parent(uri, sweep, matrix)
-
-    def log(self, cell: reg.SweepRun) -> None:
-        """Log a cell's latest ended attempt (idempotent: a logged attempt is not duplicated)."""
-        ended = [a for a in cell.run.attempts if a.status != "running"]
-        if self.parent is None or not ended:
-            return
-        labels = cell_labels(cell, self.sweep.matrix_path)
-        tracking.guarded(lambda: self.tracker.log_run(self.parent, labels, Path(cell.run.out_dir), ended[-1].status,
-                                                      attempt_info(ended[-1])), f"MLflow logging of {cell.run_id}")
-
-    def finish(self, status: str) -> None:
-        """Log the ended cells (a killed driver may have ended runs it never logged); close the parent."""
-        for cell in self.sweep.cells:
-            if cell.run.status in reg.DONE:
-                self.log(cell)
-        if self.parent is not None:
-            tracking.guarded(lambda: self.tracker.end_sweep(self.parent, status, totals(self.sweep)),
-                             "MLflow sweep totals")
 
 
 def preflight_pairs(plan: Plan, sweep: reg.Sweep) -> list:

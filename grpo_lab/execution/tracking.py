@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from grpo_lab.execution.environment import env_snapshot
 from grpo_lab.execution.registry import WORKSPACE
+from grpo_lab.util.dicts import flatten
 
 if TYPE_CHECKING:
     from mlflow.entities import Metric
@@ -86,17 +87,6 @@ def serve_ui(uri: str, port: int = 5000) -> int:
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
            "--host", "127.0.0.1", "--port", str(port)]
     return subprocess.run(cmd, check=False).returncode
-
-
-def flatten(d: dict[str, Any], prefix: str = "", sep: str = ".") -> dict[str, Any]:
-    """Nested dict -> {'a.b.c': leaf} (joined by `sep`); empty dicts stay as leaves."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and v:
-            out |= flatten(v, f"{prefix}{k}{sep}", sep)
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 def _param_value(v: Any) -> str:

@@ -3,7 +3,7 @@ comparison and add seeds where verdicts are open, wave after wave, until none is
 budget is spent. The statistics are analysis/decide.py's pure functions; this is the loop and
 its bookkeeping.
 
-The registry keeps, per sweep, one `decide_waves` row per analysed wave (hours spent so far, the
+The registry keeps (execution/registry.py), per sweep, one `decide_waves` row per analysed wave (hours spent so far, the
 verdict counts, the runs it added) and one `decide_verdicts` row per comparison (its latest
 estimate and radius while open; the wave and the hours spent when it was decided). Added seeds
 are ordinary cells of the sweep, so a killed `--decide` resumes where it was: the pending cells
@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import ForeignKey, String, Text, UniqueConstraint, select
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from grpo_lab.analysis import decide as dec
 from grpo_lab.execution import registry as reg
@@ -30,40 +29,6 @@ from grpo_lab.spec.model_cards import load_card
 from grpo_lab.spec.plan import Plan
 
 METRIC = "eval/pass@1"
-
-
-class DecideWave(reg.Base):
-    __tablename__ = "decide_waves"
-    __table_args__ = (UniqueConstraint("sweep_id", "wave"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
-    wave: Mapped[int]  # 0: the matrix as written
-    hours: Mapped[float]  # device-hours the sweep had spent when this wave was analysed
-    runs: Mapped[int]  # finished runs behind the analysis
-    open: Mapped[int]
-    significant: Mapped[int]
-    equivalent: Mapped[int]
-    added_json: Mapped[str] = mapped_column(Text, default="[]")  # run ids this wave added
-    created_at: Mapped[datetime] = mapped_column(default=reg.now)
-
-
-class DecideVerdict(reg.Base):
-    __tablename__ = "decide_verdicts"
-    __table_args__ = (UniqueConstraint("sweep_id", "name"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
-    name: Mapped[str] = mapped_column(String(400))
-    kind: Mapped[str] = mapped_column(String(20))
-    model: Mapped[str] = mapped_column(String(200))
-    task: Mapped[str] = mapped_column(String(100))
-    target: Mapped[str] = mapped_column(Text)
-    verdict: Mapped[str] = mapped_column(String(20))
-    est: Mapped[float | None]
-    radius: Mapped[float | None]
-    t: Mapped[float]
-    sigma: Mapped[float | None]
-    wave: Mapped[int | None]  # the wave that decided it
-    hours: Mapped[float | None]  # the sweep's device-hours when it was decided
 
 
 @dataclass
@@ -119,13 +84,13 @@ def new_cells(plan: Plan, sweep: reg.Sweep, added: dict) -> list[Cell]:
     return out
 
 
-def record(session: Session, sweep: reg.Sweep, wave: int, rows: list[dict], hours: float, runs: int) -> DecideWave:
+def record(session: Session, sweep: reg.Sweep, wave: int, rows: list[dict], hours: float, runs: int) -> reg.DecideWave:
     """Store a wave's verdicts: open rows are updated, a newly decided one keeps its wave and hours."""
-    stored = {v.name: v for v in session.scalars(select(DecideVerdict).where(DecideVerdict.sweep_id == sweep.id))}
+    stored = {v.name: v for v in session.scalars(select(reg.DecideVerdict).where(reg.DecideVerdict.sweep_id == sweep.id))}
     for row in rows:
         v = stored.get(row["name"])
         if v is None:
-            v = DecideVerdict(sweep_id=sweep.id, name=row["name"], kind=row["kind"], model=row["model"],
+            v = reg.DecideVerdict(sweep_id=sweep.id, name=row["name"], kind=row["kind"], model=row["model"],
                               task=row["task"], target=row["target"], verdict="open", t=0.0)
             session.add(v)
         if v.verdict != "open":
@@ -134,9 +99,9 @@ def record(session: Session, sweep: reg.Sweep, wave: int, rows: list[dict], hour
         if row["verdict"] != "open":
             v.verdict, v.wave, v.hours = row["verdict"], wave, hours
     counts = {k: sum(r["verdict"] == k for r in rows) for k in dec.VERDICTS}
-    w = session.scalar(select(DecideWave).where(DecideWave.sweep_id == sweep.id, DecideWave.wave == wave))
+    w = session.scalar(select(reg.DecideWave).where(reg.DecideWave.sweep_id == sweep.id, reg.DecideWave.wave == wave))
     if w is None:
-        w = DecideWave(sweep_id=sweep.id, wave=wave)
+        w = reg.DecideWave(sweep_id=sweep.id, wave=wave)
         session.add(w)
     w.hours, w.runs = hours, runs
     w.significant, w.equivalent, w.open = (counts[k] for k in dec.VERDICTS)
@@ -151,11 +116,11 @@ def _finite(x: float | None) -> float | None:
 def previous_rows(session: Session, sweep: reg.Sweep) -> dict[str, dict]:
     return {v.name: {"name": v.name, "kind": v.kind, "model": v.model, "task": v.task, "target": v.target,
                      "est": v.est, "radius": v.radius, "t": v.t, "sigma": v.sigma, "verdict": v.verdict}
-            for v in session.scalars(select(DecideVerdict).where(DecideVerdict.sweep_id == sweep.id))}
+            for v in session.scalars(select(reg.DecideVerdict).where(reg.DecideVerdict.sweep_id == sweep.id))}
 
 
-def waves(session: Session, sweep: reg.Sweep) -> list[DecideWave]:
-    return list(session.scalars(select(DecideWave).where(DecideWave.sweep_id == sweep.id).order_by(DecideWave.wave)))
+def waves(session: Session, sweep: reg.Sweep) -> list[reg.DecideWave]:
+    return list(session.scalars(select(reg.DecideWave).where(reg.DecideWave.sweep_id == sweep.id).order_by(reg.DecideWave.wave)))
 
 
 def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, opts: SweepOptions,
@@ -211,5 +176,5 @@ def report_rows(session: Session, sweep: reg.Sweep) -> dict:
           for w in waves(session, sweep)]
     vs = [{"name": v.name, "kind": v.kind, "model": v.model, "task": v.task, "target": v.target, "est": v.est,
            "radius": v.radius, "verdict": v.verdict, "wave": v.wave, "hours": v.hours}
-          for v in session.scalars(select(DecideVerdict).where(DecideVerdict.sweep_id == sweep.id))]
+          for v in session.scalars(select(reg.DecideVerdict).where(reg.DecideVerdict.sweep_id == sweep.id))]
     return {"waves": ws, "verdicts": vs}

@@ -10,8 +10,6 @@ killed sweep left an orphaned attempt behind.
 from __future__ import annotations
 
 import fcntl
-import json
-import os
 import socket
 import sys
 import time
@@ -19,19 +17,8 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-
-def write_json(path: Path, data: dict) -> None:
-    """Atomic: a reader never sees half a file, a kill never leaves one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+from grpo_lab.spec.config import RunConfig
+from grpo_lab.util.files import read_json, write_json
 
 
 @contextmanager
@@ -54,8 +41,6 @@ def finished_summary(run_dir: Path) -> dict | None:
 
 
 def _run_id(config: dict) -> str:
-    from grpo_lab.spec.config import RunConfig
-
     return RunConfig.model_validate(config).run_id()
 
 
@@ -87,7 +72,6 @@ def execute(run_dir: str | Path, attempt: int, devices: int = 1) -> dict:
     GPUs (the runner has made them visible). Returns (and writes to run_dir/result-<attempt>.json)
     {status, error, summary, wall_seconds, host}: status is finished, stopped (an alarm in
     stop_on ended it) or failed."""
-    from grpo_lab.spec.config import RunConfig
     from grpo_lab.trainer.grpo import train
 
     run_dir = Path(run_dir)

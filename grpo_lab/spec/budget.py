@@ -13,10 +13,11 @@ from dataclasses import dataclass, replace
 
 import yaml
 
-from grpo_lab.spec.config import RunConfig, deep_merge
+from grpo_lab.spec.config import RunConfig
 from grpo_lab.spec.matrix import TIERS, Cell, expand, parse_matrix
 from grpo_lab.spec.model_cards import Hardware, ModelCard, load_card, load_hardware
 from grpo_lab.spec.tricks import load_catalog
+from grpo_lab.util.dicts import deep_merge
 from grpo_lab.util.paths import EXPERIMENTS
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 

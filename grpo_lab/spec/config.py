@@ -6,7 +6,6 @@ A run config is resolved in this order: the defaults below, the YAML file, the t
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from pathlib import Path
@@ -14,19 +13,14 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
+from grpo_lab.util.dicts import deep_merge, nest
+from grpo_lab.util.validate import Strict, validate
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class SamplingConfig(Strict):
@@ -298,57 +292,12 @@ def comparable(dump: dict) -> dict:
     return {k: v for k, v in dump.items() if k != "sandbox"}
 
 
-def deep_merge(base: dict, override: dict) -> dict:
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def parse_set(items: list[str]) -> dict:
     """['optim.lr=1e-3', 'tricks=[a,b]'] -> nested dict; values parsed as YAML scalars/lists."""
-    out: dict = {}
     for item in items:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected key=value, e.g. optim.lr=1e-4")
-        key, raw = item.split("=", 1)
-        node = out
-        parts = key.strip().split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = yaml.safe_load(raw)
-    return out
-
-
-def _set_by(overrides: dict, loc: tuple) -> bool:
-    node: Any = overrides
-    for part in loc:
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
-
-
-def _explain(exc: ValidationError, source: str, lines: dict[tuple, int], overrides: dict) -> ConfigError:
-    msgs = []
-    for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not str(p).startswith("function-after"))
-        field = ".".join(str(p) for p in loc) or "(root)"
-        line = lines.get(loc) or next((lines[loc[:i]] for i in range(len(loc), 0, -1) if loc[:i] in lines), None)
-        where = "--set" if loc and _set_by(overrides, loc) else f"{source}:{line}" if line else source
-        if err["type"] == "extra_forbidden":
-            model = RunConfig
-            for part in loc[:-1]:
-                model = model.model_fields[part].annotation if part in model.model_fields else model
-            known = getattr(model, "model_fields", {}).keys()
-            msgs.append(f"{where}: unknown key '{field}'{suggest(loc[-1], known)}")
-        else:
-            msg = err["msg"].removeprefix("Value error, ")
-            msgs.append(f"{where}: field '{field}': {msg} (got {err.get('input')!r})")
-    return ConfigError("\n".join(msgs))
+    return nest({key: yaml.safe_load(raw) for key, raw in (item.split("=", 1) for item in items)})
 
 
 def resolve(data: dict, source: str = "<config>", lines: dict | None = None, overrides: dict | None = None) -> RunConfig:
@@ -361,11 +310,7 @@ def resolve(data: dict, source: str = "<config>", lines: dict | None = None, ove
     if "tricks" in overrides:  # applied as the config's own tricks (in canonical order), not merged over them
         data = {**data, "tricks": overrides["tricks"]}
         overrides = {k: v for k, v in overrides.items() if k != "tricks"}
-    merged = deep_merge(apply_tricks(data, source), overrides)
-    try:
-        return RunConfig.model_validate(merged)
-    except ValidationError as exc:
-        raise _explain(exc, source, lines or {}, overrides) from None
+    return validate(RunConfig, deep_merge(apply_tricks(data, source), overrides), source, lines, overrides=overrides)
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> RunConfig:

@@ -10,34 +10,28 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
     Field,
     PrivateAttr,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from grpo_lab.spec.config import RunConfig, Strict, deep_merge, resolve
+from grpo_lab.spec.config import RunConfig, resolve
 from grpo_lab.spec.model_cards import load_card, load_hardware
-from grpo_lab.spec.tricks import (
-    SameDimensionWarning,
-    load_catalog,
-    same_dimension_pairs,
-)
+from grpo_lab.spec.tricks import load_catalog, trick_notes
 from grpo_lab.tasks import TASKS
+from grpo_lab.util.dicts import deep_merge
+from grpo_lab.util.validate import Strict, validate, where_in
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
 DEFAULT_HARDWARE = "cpu"  # the box grpo-lab runs on without a GPU
 TIERS = {"100": 100.0, "1k": 1_000.0, "10k": 10_000.0}  # docs/study.md "Budget tiers", in GPU-hours
-_TYPE_TAGS = {"str", "int", "float", "bool"}
 GENERATORS = ("baseline", "singles", "combos", "pairs", "leave_one_out")
 
 
@@ -144,47 +138,6 @@ class Cell:
         return self.shared.model_copy(update={"seed": self.seed})
 
 
-def _line(lines: dict, loc: tuple) -> int | None:
-    """The line of the longest prefix of `loc` that was written in the file."""
-    return next((lines[loc[:i]] for i in range(len(loc), 0, -1) if loc[:i] in lines), None)
-
-
-def _where(source: str, lines: dict, loc: tuple) -> str:
-    line = _line(lines, loc)
-    return f"{source}:{line}" if line else source
-
-
-def _known_keys(loc: tuple) -> list[str]:
-    """Field names of the spec model that holds the last key of `loc`."""
-    model: Any = MatrixSpec
-    for part in loc[:-1]:
-        if isinstance(part, int) or part not in getattr(model, "model_fields", {}):
-            continue
-        model = _inner_model(model.model_fields[part].annotation)
-    return list(getattr(model, "model_fields", {}))
-
-
-def _inner_model(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    return next((m for a in get_args(annotation) if (m := _inner_model(a)) is not None), None)
-
-
-def _explain(exc: ValidationError, source: str, lines: dict) -> ConfigError:
-    msgs = []
-    for err in exc.errors():
-        # pydantic adds union-member tags ('str', 'list[str]', 'function-after[...]') to locations
-        loc = tuple(p for p in err["loc"] if isinstance(p, int) or not (p in _TYPE_TAGS or "[" in p))
-        field = ".".join(str(p) for p in loc) or "(root)"
-        where = _where(source, lines, loc)
-        if err["type"] == "extra_forbidden":
-            msgs.append(f"{where}: unknown key '{field}'{suggest(loc[-1], _known_keys(loc))}")
-        else:
-            msg = err["msg"].removeprefix("Value error, ")
-            msgs.append(f"{where}: field '{field}': {msg} (got {err.get('input')!r})")
-    return ConfigError("\n".join(dict.fromkeys(msgs)))
-
-
 def load_matrix(path: str | Path) -> MatrixSpec:
     """Parse a matrix YAML file; a `base:` path is read relative to it."""
     path = Path(path)
@@ -200,15 +153,10 @@ def parse_matrix(data: Any, source: str = "<matrix>", lines: dict | None = None,
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a matrix is a mapping with models, tasks, seeds and tricks")
     base, base_source, base_lines = _load_base(data.get("base"), source, lines, root or Path.cwd())
-    try:
-        spec = MatrixSpec.model_validate({**data, "base": base})
-    except ValidationError as exc:
-        raise _explain(exc, source, lines) from None
+    spec = validate(MatrixSpec, {**data, "base": base}, source, lines)
     spec._base_source, spec._base_lines = base_source, base_lines
     _check_names(spec, source, lines)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SameDimensionWarning)
-        resolve(base, base_source, base_lines)
+    resolve(base, base_source, base_lines)
     return spec
 
 
@@ -218,7 +166,7 @@ def _load_base(raw: Any, source: str, lines: dict, root: Path) -> tuple[dict, st
         return {}, source, {}
     if isinstance(raw, dict):
         return raw, source, {key[1:]: n for key, n in lines.items() if key[0] == "base" and len(key) > 1}
-    where = _where(source, lines, ("base",))
+    where = where_in(source, lines, ("base",))
     if not isinstance(raw, str):
         raise ConfigError(f"{where}: field 'base': a mapping of run-config keys or a path to a run config "
                           f"(got {raw!r})")
@@ -244,7 +192,7 @@ def _trick_names(spec: MatrixSpec) -> Iterator[tuple[tuple, str]]:
 
 def _check_names(spec: MatrixSpec, source: str, lines: dict) -> None:
     def err(loc: tuple, msg: str) -> str:
-        return f"{_where(source, lines, loc)}: field '{'.'.join(map(str, loc))}': {msg}"
+        return f"{where_in(source, lines, loc)}: field '{'.'.join(map(str, loc))}': {msg}"
 
     errors = []
     for i, model in enumerate(spec.models):
@@ -288,7 +236,7 @@ def expand(spec: MatrixSpec) -> list[Cell]:
         names = base_tricks + [t for t in tricks if t not in base_tricks]
         label = task if isinstance(task, str) else "+".join(task)
         cfg = _resolve_cell(spec, model, task, names, f"{model} / {label} / {'+'.join(tricks) or 'baseline'}")
-        notes = tuple(f"'{a}' and '{b}' both act on dimension '{d}'" for d, a, b in same_dimension_pairs(names))
+        notes = tuple(trick_notes(names, cfg.tricks))
         run_id_for = _seed_hasher(cfg)
         for seed in spec.seeds:
             run_id = run_id_for(seed)
@@ -304,9 +252,7 @@ def _resolve_cell(spec: MatrixSpec, model: str, task: str | list[str], tricks: l
     task_label = task if isinstance(task, str) else "+".join(task)
     base = deep_merge(spec.base, spec.task_base.get(task_label, {}))
     data = deep_merge(base, {"model": model, "task": task, "tricks": tricks})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SameDimensionWarning)  # collected per cell instead
-        return resolve(data, f"{spec._base_source} (cell {label})", spec._base_lines)
+    return resolve(data, f"{spec._base_source} (cell {label})", spec._base_lines)
 
 
 _SEED = "\x00seed\x00"

@@ -10,9 +10,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_lab.util.paths import EXPERIMENTS
+from grpo_lab.util.validate import validate
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
 MODELS = EXPERIMENTS / "models"
@@ -87,11 +88,8 @@ def load_card(name: str) -> ModelCard:
     or a local folder is taken as one (parameter count unknown)."""
     path = Path(name) if name.endswith((".yaml", ".yml")) else MODELS / f"{name}.yaml"
     if path.exists():
-        data, _ = load_yaml(path)
-        try:
-            return ModelCard.model_validate(data)
-        except ValidationError as exc:
-            raise ConfigError(f"{path}: invalid model card: {exc}") from None
+        data, lines = load_yaml(path)
+        return validate(ModelCard, data, str(path), lines)
     if "/" in name or Path(name).exists():
         return ModelCard(name=name, kind="hf", path=name)
     raise ConfigError(f"unknown model '{name}'{suggest(name, known(MODELS))}; give a card name "
@@ -106,14 +104,7 @@ def load_hardware(name: str) -> Hardware:
         raise ConfigError(f"unknown hardware '{name}'{suggest(name, known(HARDWARE))}; "
                           f"profiles: {', '.join(known(HARDWARE))} (experiments/hardware/)")
     data, lines = load_yaml(path)
-    try:
-        return Hardware.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        line = lines.get(tuple(err["loc"]))
-        where = f"{path}:{line}" if line else str(path)
-        raise ConfigError(f"{where}: field '{field}': {err['msg']}") from None
+    return validate(Hardware, data, str(path), lines)
 
 
 def check_available(card: ModelCard, timeout: float = 5.0) -> None:

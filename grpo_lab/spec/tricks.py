@@ -6,30 +6,32 @@ tricks deep-merges their overrides over the baseline, in order.
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Literal, get_args
 
+from pydantic import BaseModel, ConfigDict
+
+from grpo_lab.util.dicts import deep_merge
 from grpo_lab.util.paths import EXPERIMENTS
+from grpo_lab.util.validate import validate
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
-DIMENSIONS = ("sampling", "advantage", "kl", "reward_shaping", "loss", "optimization")
+Dimension = Literal["sampling", "advantage", "kl", "reward_shaping", "loss", "optimization"]
+DIMENSIONS = get_args(Dimension)
 
 
-@dataclass(frozen=True)
-class Trick:
+class Trick(BaseModel):
+    """One entry of experiments/tricks.yaml: a named override of the baseline run config."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
-    dimension: str
-    settings: dict
+    dimension: Dimension
+    settings: dict[str, Any]
     description: str
     source: str = ""
-    signature: list = field(default_factory=list)  # metric keys where the trick shows in a run
-    needs: dict = field(default_factory=dict)  # run settings under which the signature can show
-
-
-class SameDimensionWarning(UserWarning):
-    pass
+    signature: list[str] = []  # metric keys where the trick shows in a run
+    needs: dict[str, Any] = {}  # run settings under which the signature can show
 
 
 @lru_cache(maxsize=8)
@@ -38,19 +40,8 @@ def load_catalog(path: str | None = None) -> dict[str, Trick]:
     data, lines = load_yaml(path)
     catalog: dict[str, Trick] = {}
     for name, entry in (data or {}).get("tricks", {}).items():
-        where = f"{path}:{lines.get(('tricks', name), '?')}"
-        missing = {"dimension", "settings", "description"} - set(entry or {})
-        if missing:
-            raise ConfigError(f"{where}: trick '{name}' lacks {sorted(missing)}")
-        unknown = set(entry) - {"dimension", "settings", "description", "source", "signature", "needs"}
-        if unknown:
-            raise ConfigError(f"{where}: trick '{name}' has unknown keys {sorted(unknown)}")
-        if entry["dimension"] not in DIMENSIONS:
-            raise ConfigError(
-                f"{where}: trick '{name}' dimension '{entry['dimension']}' is not one of {DIMENSIONS}"
-                f"{suggest(entry['dimension'], DIMENSIONS)}"
-            )
-        catalog[name] = Trick(name=name, **entry)
+        entry = {"name": name, **(entry or {})} if isinstance(entry, dict) or entry is None else entry
+        catalog[name] = validate(Trick, entry, str(path), lines, at=("tricks", name))
     return catalog
 
 
@@ -74,13 +65,7 @@ def same_dimension_pairs(names: list[str]) -> list[tuple[str, str, str]]:
     ]
 
 
-class TrickOrderWarning(UserWarning):
-    pass
-
-
 def _merge_all(data: dict, names: list[str], source: str) -> dict:
-    from grpo_lab.spec.config import deep_merge
-
     for name in names:
         data = deep_merge(data, get_trick(name, source).settings)
     return data
@@ -91,16 +76,23 @@ def apply_tricks(data: dict, source: str = "<config>") -> dict:
 
     The merged `tricks` list is part of the run id, so tricks that commute (the same resolved
     settings in either order, nearly always) are stored sorted: `[a, b]` and `[b, a]` are one run.
-    Where order changes the settings, the written order is kept (a distinct run) and warned about."""
+    Where order changes the settings, the written order is kept: a distinct run (`trick_notes`)."""
     names = list(data.get("tricks") or [])
     merged = _merge_all(data, names, source)
     canonical = sorted(names)
-    if canonical != names:
-        if _merge_all(data, canonical, source) == merged:
-            merged["tricks"] = canonical
-        else:
-            warnings.warn(f"{source}: the order of tricks {names} changes the resolved config "
-                          f"(later wins); this order is a run of its own", TrickOrderWarning)
-    for dim, a, b in same_dimension_pairs(names):
-        warnings.warn(f"{source}: tricks '{a}' and '{b}' both act on dimension '{dim}'", SameDimensionWarning)
+    if canonical != names and _merge_all(data, canonical, source) == merged:
+        merged["tricks"] = canonical
     return merged
+
+
+def trick_notes(names: list[str], resolved: list[str] | None = None) -> list[str]:
+    """What a user should hear about a trick list as written (`names`): two tricks on one dimension
+    (the study's orthogonality rule), and an order that apply_tricks kept because it changes the
+    settings (`resolved`: the RunConfig's `tricks`, default `names`). Returned, not warned: the CLI
+    prints them, a library caller decides."""
+    notes = [f"'{a}' and '{b}' both act on dimension '{d}'" for d, a, b in same_dimension_pairs(names)]
+    resolved = names if resolved is None else resolved
+    if resolved != sorted(resolved):
+        notes.append(f"the order of tricks {resolved} changes the resolved config (later wins); "
+                     "this order is a run of its own")
+    return notes

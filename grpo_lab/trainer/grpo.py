@@ -29,7 +29,7 @@ from grpo_lab.trainer.scoring import (
     score_rollout,
     unique_answer_ratio,
 )
-from grpo_lab.trainer.setup import Run, setup
+from grpo_lab.trainer.setup import RunState, setup
 
 
 class Timer:
@@ -54,7 +54,7 @@ class Timer:
         return out
 
 
-def sample_groups(run: Run, step: int, G: int, T: float, progress: float, timer: Timer):
+def sample_groups(run: RunState, step: int, G: int, T: float, progress: float, timer: Timer):
     """Sample prompts_per_step groups; with dynamic sampling, replace zero-variance groups by
     fresh ones (up to max_refill_rounds rounds). Returns (problems, rollout, scored, dropped)."""
     cfg = run.cfg.sampling
@@ -110,7 +110,7 @@ def logprobs_by_part(model, parts, T: float) -> list[torch.Tensor]:
     return [token_logprobs(model, part, T)[0] for part in parts]
 
 
-def train_step(run: Run, step: int, timer: Timer) -> dict[str, float]:
+def train_step(run: RunState, step: int, timer: Timer) -> dict[str, float]:
     cfg = run.cfg
     progress = step / max(cfg.steps - 1, 1)
     G, T = run.group_size.G, temperature_at(step, cfg.steps, cfg.sampling)
@@ -158,7 +158,7 @@ def train_step(run: Run, step: int, timer: Timer) -> dict[str, float]:
     }
 
 
-def after_update(run: Run, step: int, problems, scored, train_metrics: dict) -> None:
+def after_update(run: RunState, step: int, problems, scored, train_metrics: dict) -> None:
     """Reference update, weight sync to the engine, and the controllers that watch the step."""
     if run.reference is not None:
         run.reference.update(run.policy, step)
@@ -201,7 +201,7 @@ def part_weights(parts, masks, mode: str) -> list[float]:
     return [s / total for s in sizes]
 
 
-def update(run: Run, parts, advs, masks, old_logp, ref_logp, beta: float, T: float, step: int) -> dict[str, float]:
+def update(run: RunState, parts, advs, masks, old_logp, ref_logp, beta: float, T: float, step: int) -> dict[str, float]:
     """`inner_updates` optimizer steps on one batch, gradients accumulated over micro-batches.
     Without precomputed old log-probs, the current ones detached stand in (ratio 1, policy
     gradient). Returns the first pass's metrics (about the sampled policy) and the last loss."""

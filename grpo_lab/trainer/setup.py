@@ -32,7 +32,7 @@ def pick_device(name: str) -> torch.device:
 
 
 @dataclass
-class Run:
+class RunState:
     cfg: RunConfig
     device: torch.device
     tasks: dict
@@ -158,12 +158,12 @@ def build_policy(cfg: RunConfig):
     return device, card, tasks, policy, codec
 
 
-def setup(cfg: RunConfig, out_dir: Path) -> Run:
+def setup(cfg: RunConfig, out_dir: Path) -> RunState:
     device, card, tasks, policy, codec = build_policy(cfg)
     engine = make_engine(cfg.engine, policy, codec, cfg)
     backend = make_backend(cfg, policy)
     pool = min(max(cfg.steps * cfg.sampling.prompts_per_step, 256), 4096)
-    run = Run(
+    run = RunState(
         cfg=cfg, device=device, tasks=tasks, policy=policy, codec=codec, engine=engine,
         reference=Reference(policy, cfg.reference) if needs_reference(cfg) else None,
         backend=backend, devices=card.gpus if device.type == "cuda" else 1,

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grpo_lab.spec.config import RunConfig, deep_merge, parse_set, resolve
+from grpo_lab.spec.config import RunConfig, parse_set, resolve
 from grpo_lab.spec.matrix import load_matrix
-from grpo_lab.spec.tricks import SameDimensionWarning
-from grpo_lab.tune.space import nest
+from grpo_lab.util.dicts import deep_merge, nest
 from grpo_lab.util.yamlio import ConfigError, load_yaml
 
 
@@ -24,9 +22,7 @@ class Base:
     def config(self, params: dict | None = None) -> RunConfig:
         """The resolved config of a trial: the base, its tricks, then the trial's params over all
         (a tuned value wins over a trick; space.py refuses a key that a base trick sets)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SameDimensionWarning)  # the user's own base, warned by plan/run
-            return resolve(self.data, self.source, self.lines, overrides=nest(params or {}))
+        return resolve(self.data, self.source, self.lines, overrides=nest(params or {}))
 
 
 def load_base(path: str | Path, sets: list[str] | None = None) -> Base:

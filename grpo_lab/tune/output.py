@@ -9,9 +9,8 @@ import yaml
 from optuna.trial import TrialState
 from rich.table import Table
 
-from grpo_lab.spec.config import deep_merge
 from grpo_lab.tune.base import Base
-from grpo_lab.tune.space import nest
+from grpo_lab.util.dicts import deep_merge, nest
 
 
 def write_override(path: Path, base: Base, study: optuna.Study, metric: str, space_source: str) -> Path:

@@ -11,7 +11,6 @@ reported with the space file's line, not discovered by a failed trial.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,9 @@ from optuna.distributions import (
 )
 from pydantic import BaseModel
 
-from grpo_lab.execution.tracking import flatten
 from grpo_lab.spec.config import RunConfig, resolve
-from grpo_lab.spec.tricks import SameDimensionWarning, load_catalog
+from grpo_lab.spec.tricks import load_catalog
+from grpo_lab.util.dicts import flatten, nest
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
 SPEC_KEYS = ("low", "high", "log", "step", "choices")
@@ -37,18 +36,6 @@ FORM = "{low: L, high: H[, log: true][, step: S]} or {choices: [a, b, ...]}"
 class SearchSpace:
     source: str
     distributions: dict[str, BaseDistribution]  # dotted run-config key -> distribution
-
-
-def nest(params: dict[str, Any]) -> dict:
-    """{'kl.beta': 0.01} -> {'kl': {'beta': 0.01}}: run-config overrides."""
-    out: dict = {}
-    for key, value in params.items():
-        *parents, leaf = key.split(".")
-        node = out
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return out
 
 
 def config_keys(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[str]:
@@ -154,13 +141,11 @@ def _samples(dist: BaseDistribution) -> list[Any]:
 
 def _check_value(base: dict, key: str, value: Any, where: str) -> None:
     """Resolve the base with `key` at `value`: the run config's own validation decides."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SameDimensionWarning)
-        try:
-            resolve(base, where, overrides=nest({key: value}))
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: '{key}': the value {value!r} is rejected by the run config: "
-                              f"{str(exc).removeprefix(where + ': ')}") from None
+    try:
+        resolve(base, where, overrides=nest({key: value}))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: '{key}': the value {value!r} is rejected by the run config: "
+                          f"{str(exc).removeprefix(where + ': ')}") from None
 
 
 def _trick_keys(base: dict) -> dict[str, str]:

@@ -12,7 +12,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from grpo_lab.execution import registry as reg
-from grpo_lab.execution.sweep import attempt_info, start_parent, totals
+from grpo_lab.execution.mirror import attempt_info, start_parent
+from grpo_lab.execution.sweep import totals
 from grpo_lab.execution.tracking import default_tracking_uri, guarded
 
 LOGGED = (TrialState.COMPLETE, TrialState.PRUNED)

@@ -21,8 +21,9 @@ from sqlalchemy.orm import Session
 
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.sweep import start_step
-from grpo_lab.execution.worker import finished_summary, locked, write_json
+from grpo_lab.execution.worker import finished_summary, locked
 from grpo_lab.spec.config import RunConfig
+from grpo_lab.util.files import write_json
 
 OnStep = Callable[[int, dict], None]  # may raise optuna.TrialPruned
 

@@ -8,7 +8,7 @@ import pytest
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.local import LocalRunner
 from grpo_lab.execution.sweep import SweepOptions, open_sweep, plan_for, recover
-from grpo_lab.execution.waves import DecideOptions, DecideVerdict, run_decide, waves
+from grpo_lab.execution.waves import DecideOptions, run_decide, waves
 from tests.runners.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow
@@ -53,6 +53,6 @@ def test_decide_adds_waves_records_them_and_resumes_after_a_kill(tmp_path):
     session.close()
     again, sweep, session = decide_once(matrix, tmp_path / "ws", dopts)  # nothing new to run or analyse
     assert again == reason and len(sweep.cells) == 6 and len(waves(session, sweep)) == len(rec)
-    verdicts = session.query(DecideVerdict).filter_by(sweep_id=sweep.id).all()
+    verdicts = session.query(reg.DecideVerdict).filter_by(sweep_id=sweep.id).all()
     assert [v.name.split("/")[-1] for v in verdicts] == ["effect:lr_warmup"]
     assert all(v.verdict == "open" or v.hours is not None for v in verdicts)

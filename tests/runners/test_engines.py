@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from grpo_lab.execution import registry as reg
-from grpo_lab.execution.runners.base import SlurmOptions, load_profile, make_runner
+from grpo_lab.execution.runners import load_profile, make_runner
+from grpo_lab.execution.runners.base import SlurmOptions
 from grpo_lab.execution.sweep import SweepOptions, execute_sweep, open_sweep, plan_for
 from grpo_lab.util.yamlio import ConfigError
 from tests.runners.sweeps import write_matrix
@@ -63,7 +64,7 @@ def test_profiles_and_their_errors(tmp_path):
     assert load_profile("slurm").kind == "slurm"
     bad = tmp_path / "p.yaml"
     bad.write_text("kind: local\nslurm:\n  partitoin: gpu\n")
-    with pytest.raises(ConfigError, match=r"p.yaml:3: field 'slurm.partitoin'"):
+    with pytest.raises(ConfigError, match=r"p.yaml:3: unknown key 'slurm.partitoin' \(did you mean 'partition'"):
         load_profile(str(bad))
     with pytest.raises(ConfigError, match="did you mean 'ray'"):
         load_profile("rey")

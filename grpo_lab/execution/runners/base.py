@@ -10,11 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from grpo_lab.spec.config import Strict
-from grpo_lab.util.paths import PROFILES
-from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
+from grpo_lab.util.validate import Strict
 
 KINDS = ("local", "ray", "slurm")
 
@@ -72,41 +70,6 @@ class RunnerProfile(Strict):
     gpus: list[int] | None = None  # local: GPU ids to hand out (None: all visible)
     ray: RayOptions = RayOptions()
     slurm: SlurmOptions = SlurmOptions()
-
-
-def load_profile(name_or_path: str | None) -> RunnerProfile:
-    """`local`, `ray`, `slurm` (runners/<name>.yaml when present) or a path to a profile YAML."""
-    name = name_or_path or "local"
-    path = Path(name)
-    if not path.suffix:
-        path = PROFILES / f"{name}.yaml"
-        if not path.exists():
-            if name in KINDS:
-                return RunnerProfile(kind=name)
-            raise ConfigError(f"unknown runner '{name}'{suggest(name, KINDS)}: give local, ray, slurm or a profile YAML")
-    data, lines = load_yaml(path)
-    try:
-        return RunnerProfile.model_validate(data or {})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(err["loc"])
-        where = f"{path}:{lines[loc]}" if loc in lines else str(path)
-        raise ConfigError(f"{where}: field '{'.'.join(map(str, loc))}': {err['msg']}") from None
-
-
-def make_runner(profile: RunnerProfile, workspace: Path, max_parallel: int | None = None) -> Runner:
-    slots = max_parallel or profile.max_parallel
-    if profile.kind == "ray":
-        from grpo_lab.execution.runners.ray_runner import RayRunner
-
-        return RayRunner(profile.ray, slots)
-    if profile.kind == "slurm":
-        from grpo_lab.execution.runners.slurm import SlurmRunner
-
-        return SlurmRunner(profile.slurm, workspace, slots)
-    from grpo_lab.execution.runners.local import LocalRunner
-
-    return LocalRunner(slots, profile.gpus)
 
 
 # Failures that fail again the same way until the user acts (the error says how): not retried by

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from grpo_lab.execution.runners.base import Job, Outcome, outcome_from
-from grpo_lab.execution.worker import read_json
+from grpo_lab.util.files import read_json
 
 
 def visible_gpus() -> list[int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from grpo_lab.execution.runners.base import Job, Outcome, RayOptions, outcome_from
+from grpo_lab.execution.worker import execute
 
 
 class RayRunner:
@@ -28,7 +29,6 @@ class RayRunner:
         self.gpus_available = int(resources.get("GPU", 0))
         self.cpus_per_run = opts.cpus_per_run
         self.slots = slots or max(1, int(resources.get("GPU", 0)) or int(resources.get("CPU", 1) // opts.cpus_per_run))
-        from grpo_lab.execution.worker import execute
 
         self.remote = ray.remote(max_retries=0)(execute)  # retries are the driver's, counted as attempts
         self.pending: dict = {}  # ObjectRef -> (job, start time)

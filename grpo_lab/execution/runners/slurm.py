@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from grpo_lab.execution.runners.base import Job, Outcome, SlurmOptions, outcome_from
+from grpo_lab.execution.worker import execute
 
 
 class SlurmRunner:
@@ -48,7 +49,7 @@ class SlurmRunner:
             self.queue.append(job)  # flushed as one array at the next poll
             return
         self.executor.update_parameters(**self._params(job.devices))
-        self._track([job], [self.executor.submit(_execute, str(job.run_dir), job.attempt, job.devices)])
+        self._track([job], [self.executor.submit(execute, str(job.run_dir), job.attempt, job.devices)])
 
     def _flush(self) -> None:
         if not self.queue:
@@ -56,7 +57,7 @@ class SlurmRunner:
         jobs, self.queue = self.queue, []
         self.executor.update_parameters(**self._params(max(j.devices for j in jobs)))
         with self.executor.batch():
-            handles = [self.executor.submit(_execute, str(j.run_dir), j.attempt, j.devices) for j in jobs]
+            handles = [self.executor.submit(execute, str(j.run_dir), j.attempt, j.devices) for j in jobs]
         self._track(jobs, handles)
 
     def _track(self, jobs: list[Job], handles: list) -> None:
@@ -85,9 +86,3 @@ class SlurmRunner:
         for handle in self.jobs:
             handle.cancel(check=False)
         self.jobs.clear()
-
-
-def _execute(run_dir: str, attempt: int, devices: int) -> dict:
-    from grpo_lab.execution.worker import execute
-
-    return execute(run_dir, attempt, devices)
