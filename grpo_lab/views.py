@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -13,10 +12,9 @@ from rich.table import Table
 
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.base import Outcome
+from grpo_lab.spec.budget import fmt_hours
+from grpo_lab.spec.plan import Plan
 from grpo_lab.util.files import read_json
-
-if TYPE_CHECKING:
-    from grpo_lab.spec.plan import Plan
 
 STYLE = {"finished": "green", "stopped": "yellow", "failed": "red", "running": "cyan", "pending": "dim",
          "interrupted": "magenta"}
@@ -143,8 +141,6 @@ def show_plan(console: Console, p: Plan, table: bool = True) -> None:
     """Print a plan: a row per (model, task, trick set) (optional), totals, warnings, and the
     budget verdict. Seeds are summarised: a row per cell made a large matrix's table take minutes
     and most of a gigabyte; `plan --cells` streams those rows instead."""
-    from grpo_lab.spec.budget import fmt_hours
-
     unit = p.hardware.unit
     if table:
         out = Table(title=f"plan {p.name} on {p.hardware.name}: estimated {unit} per run and per row")
@@ -169,8 +165,6 @@ def show_plan(console: Console, p: Plan, table: bool = True) -> None:
 
 def plan_lines(p: Plan) -> Iterator[str]:
     """One tab-separated line per cell (`plan --cells`), made as it is printed."""
-    from grpo_lab.spec.budget import fmt_hours
-
     yield f"model\ttask\ttricks\tseed\trun_id\test_{p.hardware.unit.replace(' ', '_')}\n"
     for c, e in zip(p.cells, p.estimates):
         yield f"{c.model}\t{c.task}\t{'+'.join(c.tricks) or 'baseline'}\t{c.seed}\t{c.run_id}\t{fmt_hours(e.total)}\n"

@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from grpo_lab.analysis import stats
+from grpo_lab.spec.tricks import load_catalog, same_dimension_pairs
 from grpo_lab.util.yamlio import ConfigError, suggest
 
 BASELINE = "baseline"
@@ -150,8 +151,6 @@ def contrast(cell: TaskArms, coefs: dict[str, float], variance: str = "pooled") 
 @lru_cache(maxsize=4096)
 def dimension_warning(key: str) -> str:
     """'; '-joined notes for tricks of a set that act on the same dimension (catalog tricks only)."""
-    from grpo_lab.spec.tricks import load_catalog, same_dimension_pairs
-
     known = [t for t in key.split("+") if t in load_catalog()]
     return "; ".join(f"{a} and {b} both act on {dim}" for dim, a, b in same_dimension_pairs(known))
 

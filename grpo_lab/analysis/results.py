@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from grpo_lab.analysis.run_metrics import run_rows, summary_fields
+from grpo_lab.execution import registry as reg
 from grpo_lab.util.yamlio import ConfigError, suggest
 
 LABELS = ("model", "task", "tricks", "seed")
@@ -57,8 +58,6 @@ def load_results(path: Path) -> pl.DataFrame:
 
 def sweep_frame(name: str, workspace: Path | None = None, db: str | None = None) -> pl.DataFrame:
     """The results frame of a sweep's finished runs, labelled as the registry knows them."""
-    from grpo_lab.execution import registry as reg
-
     Session = reg.connect(db or reg.default_url(workspace or reg.WORKSPACE))
     with Session() as session:
         sweep = reg.get_sweep(session, name)

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from grpo_lab.rollout.base import Rollout, RolloutEngine
-
-if TYPE_CHECKING:
-    from grpo_lab.spec.config import RunConfig
+from grpo_lab.spec.config import RunConfig
 
 ENGINES = ("torch", "vllm")
 

@@ -18,6 +18,9 @@ from pydantic import (
     model_validator,
 )
 
+from grpo_lab.spec.model_cards import load_card
+from grpo_lab.spec.tricks import apply_tricks
+from grpo_lab.tasks import TASKS
 from grpo_lab.util.dicts import deep_merge, nest
 from grpo_lab.util.validate import Strict, validate
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
@@ -236,8 +239,6 @@ class RunConfig(Strict):
     @field_validator("task")
     @classmethod
     def _known_tasks(cls, task: str | list[str]) -> str | list[str]:
-        from grpo_lab.tasks import TASKS
-
         for name in [task] if isinstance(task, str) else task:
             if name not in TASKS:
                 raise ValueError(f"unknown task '{name}'{suggest(name, TASKS)}; tasks: {', '.join(TASKS)}")
@@ -246,8 +247,6 @@ class RunConfig(Strict):
     @field_validator("model")
     @classmethod
     def _known_model(cls, model: str) -> str:
-        from grpo_lab.spec.model_cards import load_card
-
         load_card(model)  # a card, a Hugging Face id (org/name) or a local folder; else named with suggestions
         return model
 
@@ -268,10 +267,6 @@ class RunConfig(Strict):
         """What a run id hashes: the resolved config (the applied tricks are in it already) and the
         generator versions of its generated tasks past 1, so a changed generator makes new runs
         (and version-1 runs keep the ids they always had)."""
-        from grpo_lab.tasks import (
-            TASKS,  # tasks import nothing from here; config loads first
-        )
-
         dump = comparable(self.model_dump(mode="json"))
         if self.data_path is None:
             versions = {t: TASKS[t].generator_version for t in self.tasks if t in TASKS}
@@ -302,8 +297,6 @@ def parse_set(items: list[str]) -> dict:
 
 def resolve(data: dict, source: str = "<config>", lines: dict | None = None, overrides: dict | None = None) -> RunConfig:
     """Validate a raw dict into a RunConfig: its tricks over it, then `overrides` over all."""
-    from grpo_lab.spec.tricks import apply_tricks
-
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a run config must be a mapping of keys to values")
     overrides = overrides or {}

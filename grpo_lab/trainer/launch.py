@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from grpo_lab.spec.config import load_config
+
 
 def command(config: str | Path, out_dir: str | Path, gpus: int) -> list[str]:
     """The command line that trains `config` into `out_dir` on `gpus` processes. torchrun starts
@@ -36,7 +38,6 @@ def rank_dir(out_dir: Path, rank: int) -> Path:
 
 
 def main(argv: list[str]) -> dict:
-    from grpo_lab.spec.config import load_config
     from grpo_lab.trainer.grpo import train
 
     if len(argv) != 2:

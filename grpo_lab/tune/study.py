@@ -21,6 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
 from grpo_lab.execution import registry as reg
+from grpo_lab.execution.environment import env_snapshot
 from grpo_lab.execution.sweep import recover, totals
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.spec.matrix import DEFAULT_HARDWARE
@@ -141,8 +142,6 @@ def open_study(url: str, name: str, metric: str, opts: TuneOptions, steps: int) 
 
 
 def open_sweep(session: Session, name: str, target: Path, hw: Hardware, budget: float | None) -> reg.Sweep:
-    from grpo_lab.execution.environment import env_snapshot
-
     sweep = reg.get_sweep(session, name)
     if sweep is None:
         sweep = reg.Sweep(name=name, matrix_path=str(Path(target).resolve()), hardware=hw.name, unit=hw.unit,
