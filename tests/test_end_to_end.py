@@ -2,14 +2,13 @@
 browser. Real registry, real MLflow (SQLite), real worker processes, real Chromium."""
 
 import json
-import os
 
 import pytest
 from typer.testing import CliRunner
 
 from grpo_lab.cli import app
 from tests.conftest import SECTION_IDS, needs_chromium
-from tests.runners.sweeps import write_matrix
+from tests.execution.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow
 
@@ -22,12 +21,20 @@ def swept(tmp_path_factory):
               {"combos": [["quantile_norm", "ema_reference"]]}]
     matrix = write_matrix(root, "e2e", seeds=[0, 1], tricks=tricks, steps=6)
     ws = root / "ws"
-    old = os.environ.pop("MLFLOW_TRACKING_URI", None)
-    result = CliRunner().invoke(app, ["sweep", str(matrix), "--workspace", str(ws), "--max-parallel", "2"])
+    with pytest.MonkeyPatch.context() as env:  # the workspace's own MLflow store, restored even on failure
+        env.delenv("MLFLOW_TRACKING_URI", raising=False)
+        result = CliRunner().invoke(app, ["sweep", str(matrix), "--workspace", str(ws), "--max-parallel", "2"])
+        assert result.exit_code == 0, result.output
+        yield root, ws
+
+
+@pytest.fixture(scope="module")
+def report_html(swept):
+    """`grpo-lab report` of the sweep, written once for the tests that read it; the index.html path."""
+    root, ws = swept
+    result = CliRunner().invoke(app, ["report", "e2e", "--workspace", str(ws), "--out", str(root / "report")])
     assert result.exit_code == 0, result.output
-    yield root, ws
-    if old is not None:
-        os.environ["MLFLOW_TRACKING_URI"] = old
+    return root / "report" / "index.html"
 
 
 def test_mlflow_store_has_parent_and_every_child(swept):
@@ -59,28 +66,25 @@ def test_rerun_is_a_no_op(swept):
     assert status.exit_code == 0 and status.output.count("finished") == 8
 
 
-def test_interactions_and_report_from_the_sweep(swept):
-    root, ws = swept
+def test_interactions_from_the_sweep(swept):
+    _, ws = swept
     out = CliRunner().invoke(app, ["interactions", "e2e", "--workspace", str(ws), "--json"])
     assert out.exit_code == 0, out.output
     rows = json.loads(out.output)
     assert [r["tricks"] for r in rows] == ["quantile_norm+ema_reference"] and rows[0]["n_seeds"] == 2
-    result = CliRunner().invoke(app, ["report", "e2e", "--workspace", str(ws), "--out", str(root / "report")])
-    assert result.exit_code == 0, result.output
-    html = (root / "report" / "index.html").read_text()
+
+
+def test_report_from_the_sweep(report_html):
+    html = report_html.read_text()
     assert all(f'id="{s}"' in html for s in SECTION_IDS) and "quantile_norm" in html
     assert "http://" not in html and "https://" not in html
 
 
 @needs_chromium
-def test_report_renders_in_chromium(swept, driver):
+def test_report_renders_in_chromium(report_html, driver):
     from selenium.webdriver.common.by import By
 
-    root, _ = swept
-    html = root / "report" / "index.html"
-    if not html.exists():
-        pytest.skip("the report test above did not write the report")
-    driver.get(html.resolve().as_uri())
+    driver.get(report_html.resolve().as_uri())
     for section in SECTION_IDS:
         assert driver.find_element(By.CSS_SELECTOR, f"section#{section} > h2").is_displayed(), section
     images = driver.find_elements(By.TAG_NAME, "img")

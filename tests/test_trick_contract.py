@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from grpo_lab.spec.config import deep_merge
 from grpo_lab.spec.tricks import DIMENSIONS, load_catalog
 from grpo_lab.trainer.grpo import train
+from grpo_lab.util.dicts import deep_merge
 
 CATALOG = load_catalog()
 STEPS = 5

@@ -23,9 +23,9 @@ from grpo_lab.tune.base import load_base
 from grpo_lab.tune.study import pruning_hook
 from grpo_lab.util.yamlio import ConfigError
 from tests.conftest import TINY_FAST, tiny_cfg
-from tests.runners.sweeps import freeze_workers
+from tests.execution.sweeps import freeze_workers
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BASE = {  # ~0.5 s a trial on the 2-core box once the test model is cached
     "model": TINY_FAST, "task": "math", "levels": 2, "steps": 4, "checkpoint_every": 1,
     "sampling": {"prompts_per_step": 4, "group_size": 4, "max_new_tokens": 6},

@@ -3,7 +3,7 @@
 from grpo_lab.execution import registry as reg
 from grpo_lab.spec.matrix import load_matrix
 from grpo_lab.spec.plan import make_plan
-from tests.runners.sweeps import write_matrix
+from tests.execution.sweeps import write_matrix
 
 
 def _open(tmp_path, url, name, seeds):

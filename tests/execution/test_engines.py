@@ -10,7 +10,7 @@ from grpo_lab.execution.runners import load_profile, make_runner
 from grpo_lab.execution.runners.base import SlurmOptions
 from grpo_lab.execution.sweep import SweepOptions, execute_sweep, open_sweep, plan_for
 from grpo_lab.util.yamlio import ConfigError
-from tests.runners.sweeps import write_matrix
+from tests.execution.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow
 

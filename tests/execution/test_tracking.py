@@ -20,7 +20,7 @@ from grpo_lab.execution.tracking import (
     summary_metrics,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ALARM = {"step": 2, "kind": "reward_cliff", "value": 0.1, "threshold": 0.3, "message": "reward fell"}
 # Env vars that make MLflow think it runs under CI/pytest and switch its telemetry off by itself.
 CI_VARS = ("PYTEST_CURRENT_TEST", "CI", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "JENKINS_URL", "TRAVIS",

@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from grpo_lab.cli import app
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 

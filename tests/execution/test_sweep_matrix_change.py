@@ -5,7 +5,7 @@ import pytest
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.sweep import SweepOptions, open_sweep, plan_for
 from grpo_lab.util.yamlio import ConfigError
-from tests.runners.sweeps import write_matrix
+from tests.execution.sweeps import write_matrix
 
 
 def open_again(matrix, ws, on_change="refuse"):

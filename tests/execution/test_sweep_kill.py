@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grpo_lab.execution import registry as reg
-from tests.runners.sweeps import freeze_workers, workers, write_matrix
+from tests.execution.sweeps import freeze_workers, workers, write_matrix
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from grpo_lab.execution.sweep import (
     recover,
 )
 from grpo_lab.util.yamlio import ConfigError
-from tests.runners.sweeps import write_matrix
+from tests.execution.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from grpo_lab.execution.sweep import SweepOptions, plan_for
-from tests.runners.sweeps import write_matrix
-from tests.runners.test_sweep_local import sweep_once
+from tests.execution.sweeps import write_matrix
+from tests.execution.test_sweep_local import sweep_once
 
 pytestmark = pytest.mark.slow
 

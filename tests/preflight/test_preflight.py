@@ -16,7 +16,7 @@ from grpo_lab.preflight.targets import matrix_configs
 from grpo_lab.spec.config import load_config
 from grpo_lab.spec.matrix import load_matrix
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY_FAST = str(ROOT / "tests" / "data" / "tiny-fast.yaml")
 
 

@@ -12,7 +12,7 @@ import pytest
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.lease import DriverBusy, Lease
 from grpo_lab.execution.tracking import Tracker
-from tests.runners.sweeps import write_matrix
+from tests.execution.sweeps import write_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.local import LocalRunner
 from grpo_lab.execution.sweep import SweepOptions, open_sweep, plan_for, recover
 from grpo_lab.execution.waves import DecideOptions, run_decide, waves
-from tests.runners.sweeps import write_matrix
+from tests.execution.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow
 

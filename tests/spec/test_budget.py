@@ -40,7 +40,7 @@ def test_one_study_cell_is_within_the_studys_order_of_magnitude():
 
     from grpo_lab.spec.matrix import load_matrix
 
-    path = Path(__file__).resolve().parents[1] / "matrices" / "study-cell-qwen2.5-7b.yaml"
+    path = Path(__file__).resolve().parents[2] / "matrices" / "study-cell-qwen2.5-7b.yaml"
     study = make_plan(load_matrix(path), "h800-study")
     modern = make_plan(load_matrix(path), "h800")
     assert len(study.cells) == 6 and 1_200 <= study.total <= 2_000
