@@ -1,5 +1,7 @@
 """One contract over every catalog trick: a short run with the trick differs from the baseline
-run (same seed) in the trick's signature metrics. Adding a trick to the catalog adds it here."""
+run (same seed) in the trick's signature metrics, and where the catalog implies which way (a
+larger group samples more, a length penalty lowers the shaped reward), it moves that way.
+Adding a trick to the catalog adds it here."""
 
 import fnmatch
 import json
@@ -20,23 +22,6 @@ def series(out, patterns):
     return {k: [r.get(k) for r in rows] for k in keys}
 
 
-@pytest.fixture(scope="module")
-def baselines(tmp_path_factory):
-    cache = {}
-
-    def get(needs: dict):
-        key = json.dumps(needs, sort_keys=True)
-        if key not in cache:
-            from tests.conftest import tiny_cfg
-
-            out = tmp_path_factory.mktemp("baseline")
-            train(tiny_cfg(**deep_merge(CONTRACT, needs)), out)
-            cache[key] = out
-        return cache[key]
-
-    return get
-
-
 # The trick's controllers keep their settings but act often enough to show in a short run.
 CADENCE = {"sampling": {"group_check_every": 2}, "reference": {"sync_every": 2}}
 # Enough steps and prompts for controllers (dynamic G, curricula, syncs) to act.
@@ -45,21 +30,141 @@ CONTRACT = {"steps": STEPS, "seed": 3, "eval": {"every": 100},
             "reference": {"sync_every": 2}}
 
 
+def baseline_cfg(needs: dict):
+    from tests.conftest import tiny_cfg
+
+    return tiny_cfg(**deep_merge(CONTRACT, needs))
+
+
+def trick_cfg(name: str):
+    from tests.conftest import tiny_cfg
+
+    settings = deep_merge(deep_merge(CONTRACT, CATALOG[name].needs), {"tricks": [name]})
+    return tiny_cfg(after=CADENCE, **settings)
+
+
+# Which way a signature metric moves against the baseline, and where that is checked:
+#   EVERY  at no step on the other side of the baseline, strictly on its side at one step at
+#          least: values the trick sets (config, schedules) or bounds (a mask only takes tokens
+#          out, and the baseline trains on all of them)
+#   FIRST  strictly on its side at the first step, where both runs still share the policy and
+#          the samples; after the first update they drift apart for reasons besides the trick
+UP, DOWN = 1, -1
+EVERY, FIRST = "every step", "first step"
+
+# Metrics that report a config value (or follow one): their direction comes from the trick's
+# resolved config against the baseline's, so a new catalog entry (group_size_32, a lower
+# temperature) is checked without an entry in DIRECTIONS.
+CONFIG_VALUES = {
+    "sampling/group_size": lambda c: c.sampling.group_size,
+    "samples/total": lambda c: c.sampling.prompts_per_step * c.sampling.group_size,
+    "sampling/temperature": lambda c: c.sampling.temperature,
+    "train/grad_clip": lambda c: c.optim.grad_clip or 0.0,
+    "train/lr": lambda c: c.optim.lr,
+    "kl/beta": lambda c: c.kl.beta,
+}
+
+# Directions the catalog implies beyond a config value (schedules, masks, shaping); a trick whose
+# signature has no implied direction (curricula, adaptive controllers, normalisations, loss
+# aggregation) is only checked to differ.
+_LENGTH_PENALTY = {"reward/shaped_mean": (DOWN, FIRST)}
+_FORMAT_BONUS = {"reward/shaped_mean": (UP, FIRST)}
+_MASK = {"mask/trained_token_frac": (DOWN, EVERY)}
+DIRECTIONS = {
+    "dynamic_temperature": {"sampling/temperature": (DOWN, EVERY)},  # 1.0, then 0.85
+    "kl_anneal": {"kl/beta": (DOWN, EVERY)},  # holds beta, then decays to beta/5
+    "lr_warmup": {"train/lr": (DOWN, EVERY)},  # lr/5 over the warmup steps
+    "cosine_lr": {"train/lr": (DOWN, EVERY)},  # linear warmup, then decay
+    "advantage_clip_3": {"adv/max_abs": (DOWN, EVERY)},  # |A| <= 3, where the baseline reaches 3.75
+    "zero_group_floor": {"adv/mean": (DOWN, FIRST)},  # an all-zero group gets a negative advantage
+    "dynamic_sampling": {"samples/dropped_groups": (UP, EVERY),  # the baseline drops none
+                         "reward/zero_std_frac": (DOWN, FIRST)},  # zero-variance groups replaced
+    "ema_reference": {"ref/drift": (DOWN, FIRST)},  # the reference moves towards the policy
+    "hard_reference_sync": {"ref/drift": (DOWN, EVERY)},  # drift back to 0 at every sync
+    "length_penalty_piecewise": _LENGTH_PENALTY,
+    "overlong_penalty": _LENGTH_PENALTY,
+    "info_length_penalty": _LENGTH_PENALTY,
+    "format_bonus": _FORMAT_BONUS,
+    "shape_reward_split": _FORMAT_BONUS,
+    "format_mask": _MASK,
+    "truncation_mask": _MASK,
+    "code_token_mask": _MASK,
+    "clip_higher": {"loss/clip_frac": (UP, EVERY)},  # one inner update (the baseline) never clips
+    "entropy_bonus": {"loss/total": (DOWN, FIRST)},  # the bonus is subtracted from the loss
+}
+
+
+def expected_directions(name: str, ours_cfg, base_cfg) -> dict[str, tuple[int, str]]:
+    """metric -> (UP or DOWN, EVERY or FIRST) for the trick's run against the baseline's."""
+    derived = {}
+    for metric, value in CONFIG_VALUES.items():
+        change = value(ours_cfg) - value(base_cfg)
+        if change:
+            derived[metric] = (UP if change > 0 else DOWN, EVERY)
+    return {**derived, **DIRECTIONS.get(name, {})}
+
+
+def direction_error(ours: list, theirs: list, sign: int, scope: str) -> str | None:
+    """Why the trick's series does not move `sign`-wards of the baseline's over `scope`; None if it does."""
+    gaps = [sign * (a - b) for a, b in zip(ours, theirs) if a is not None and b is not None]
+    if not gaps:
+        return "no step where both runs logged it"
+    if scope == FIRST:
+        return None if gaps[0] > 0 else f"first step not strictly {'above' if sign > 0 else 'below'}"
+    if any(g < 0 for g in gaps):
+        return f"on the wrong side at step(s) {[i for i, g in enumerate(gaps) if g < 0]}"
+    return None if any(g > 0 for g in gaps) else "never strictly on its side"
+
+
+@pytest.fixture(scope="module")
+def baselines(tmp_path_factory):
+    cache = {}
+
+    def get(needs: dict):
+        key = json.dumps(needs, sort_keys=True)
+        if key not in cache:
+            out = tmp_path_factory.mktemp("baseline")
+            train(baseline_cfg(needs), out)
+            cache[key] = out
+        return cache[key]
+
+    return get
+
+
 def test_catalog_entries_are_well_formed():
     assert len(CATALOG) >= 19
     for t in CATALOG.values():
         assert t.dimension in DIMENSIONS and t.description and t.signature, t.name
 
 
+def test_directions_name_catalog_tricks_and_their_signature():
+    for name, metrics in DIRECTIONS.items():
+        assert name in CATALOG, f"DIRECTIONS names {name}, not in the catalog"
+        for metric in metrics:
+            assert any(fnmatch.fnmatch(metric, p) for p in CATALOG[name].signature), (name, metric)
+
+
+def test_config_values_give_the_direction():
+    base = baseline_cfg({})
+    assert expected_directions("group_size_16", trick_cfg("group_size_16"), base) == {
+        "sampling/group_size": (UP, EVERY), "samples/total": (UP, EVERY)}
+    assert expected_directions("low_temperature", trick_cfg("low_temperature"), base) == {
+        "sampling/temperature": (DOWN, EVERY)}
+    assert expected_directions("dynamic_group_size", trick_cfg("dynamic_group_size"), base) == {}
+
+
 @pytest.mark.parametrize("name", sorted(CATALOG))
 def test_trick_signature_shows_in_metrics(name, baselines, tmp_path):
-    from tests.conftest import tiny_cfg
-
     trick = CATALOG[name]
     base_out = baselines(trick.needs)
-    settings = deep_merge(deep_merge(CONTRACT, trick.needs), {"tricks": [name]})
-    train(tiny_cfg(after=CADENCE, **settings), tmp_path)
+    ours_cfg = trick_cfg(name)
+    train(ours_cfg, tmp_path)
     ours, theirs = series(tmp_path, trick.signature), series(base_out, trick.signature)
     assert ours, f"{name}: no metric matches its signature {trick.signature}"
     differs = [k for k in ours if ours[k] != theirs.get(k)]
     assert differs, f"{name}: signature {trick.signature} identical to the baseline run"
+    wrong = {}
+    for k, (sign, scope) in expected_directions(name, ours_cfg, baseline_cfg(trick.needs)).items():
+        if k in ours and (error := direction_error(ours[k], theirs.get(k) or [], sign, scope)):
+            wrong[k] = f"{error}: {ours[k]} vs baseline {theirs.get(k)}"
+    assert not wrong, f"{name}: not the direction the catalog implies: {wrong}"
