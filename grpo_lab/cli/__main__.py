@@ -1,0 +1,3 @@
+from grpo_lab.cli import app
+
+app()

@@ -1,0 +1,81 @@
+"""Commands on finished runs: `interactions`, `report`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from grpo_lab.cli.common import app, console, fail, open_registry
+from grpo_lab.util.yamlio import ConfigError
+
+
+@app.command("interactions")
+def interactions_cmd(
+    source: str = typer.Argument(..., help="results table (.csv or .parquet: model, task, tricks, seed, metrics) or a sweep name"),
+    metric: str = typer.Option("pass@1", help="the metric column to compare"),
+    logit: bool = typer.Option(False, "--logit", help="compare logit(metric), for pass rates near 0 or 1"),
+    delta: Optional[float] = typer.Option(None, help="smallest interaction worth a claim, in metric units "
+                                                     "(default: the seed-to-seed noise std of each model x task)"),
+    variance: str = typer.Option("pooled", help="pooled: one seed noise per model x task; paired: each contrast on its own seeds"),
+    as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
+    workspace: Path = typer.Option(Path(".grpo-lab"), help="the sweep's workspace (when SOURCE is a sweep name)"),
+) -> None:
+    """Flag trick combinations that do worse than their single tricks predict (docs/design.md section 6)."""
+    from rich.markup import escape
+
+    from grpo_lab.analysis import results
+    from grpo_lab.analysis.interactions import interactions
+    from grpo_lab.views import show_interactions
+
+    path = Path(source)
+    try:
+        if path.exists() or path.suffix.lower() in results.READERS:
+            frame = results.load_results(path)
+        else:  # not a file: a sweep name, read from the registry
+            frame = results.sweep_frame(source, workspace)
+        table = interactions(frame, metric, delta=delta, logit=logit, variance=variance)
+    except ValueError as exc:  # ConfigError included
+        fail(ConfigError(escape(str(exc))))
+    if as_json:
+        typer.echo(json.dumps(table.fill_nan(None).to_dicts(), indent=1))
+    elif table.is_empty():
+        console.print("no combination has its single tricks and a baseline in the same model x task: nothing to compare")
+    else:
+        show_interactions(console, table, metric + (" (logit)" if logit else ""))
+
+
+@app.command()
+def report(
+    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="a sweep name (grpo-lab status lists them)"),
+    out: Optional[Path] = typer.Option(None, help="output folder (default reports/<sweep>)"),
+    metric: str = typer.Option("pass@1", help="the metric effects and interactions are computed on"),
+    logit: bool = typer.Option(False, "--logit", help="work on logit(metric), for pass rates near 0 or 1"),
+    workspace: Path = typer.Option(Path(".grpo-lab"), help="the sweep's workspace"),
+    db: Optional[str] = typer.Option(None, help="registry SQLAlchemy URL"),
+) -> None:
+    """Write the comparison report of a sweep: index.html (self-contained) and report.md."""
+    from rich.markup import escape
+
+    from grpo_lab.execution import registry as reg
+    from grpo_lab.report import write_report
+    from grpo_lab.report.inputs import sweep_data
+    from grpo_lab.util.yamlio import suggest
+
+    Session = open_registry(db, workspace)
+    with Session() as session:
+        sw = reg.get_sweep(session, sweep_name)
+        if sw is None:
+            fail(ConfigError(f"no sweep '{sweep_name}'{suggest(sweep_name, [s.name for s in reg.all_sweeps(session)])}"))
+        try:
+            with console.status(f"analysing {len(sw.cells)} cells of {sw.name}"):
+                data = sweep_data(sw, metric, logit)
+                html, md = write_report(data, out or Path("reports") / sw.name)
+        except ValueError as exc:
+            fail(ConfigError(escape(str(exc))))
+    console.print(f"wrote {html} and {md}")
+    verdicts = data.interactions["verdict"].value_counts().sort("verdict").iter_rows() if data.interactions.height else []
+    for verdict, n in verdicts:
+        console.print(f"  {n} combination(s): {verdict}")

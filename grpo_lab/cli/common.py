@@ -1,0 +1,73 @@
+"""What every command shares: the Typer app, the console, one-line errors, the registry and lease."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from grpo_lab.util.yamlio import ConfigError
+
+# rich shows grpo-lab's progress; transformers' per-load tqdm bars (also in the workers, which inherit
+# the environment) would interleave with it. Set HF_HUB_DISABLE_PROGRESS_BARS=0 to see them.
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True)
+console = Console()
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings (config, tracking) as one console line, also above a live progress display."""
+    console.print("[yellow]warning:[/] ", end="")
+    console.print(str(message), markup=False, highlight=False)
+
+
+@app.callback()
+def main() -> None:
+    """grpo-lab: which GRPO training tricks are worth their GPUs."""
+    warnings.showwarning = show_warning  # before any command: config and tracking warnings
+    logging.getLogger("mlflow").setLevel(logging.WARNING)  # its INFO lines on creating a store are noise here
+
+
+def fail(exc: Exception) -> None:
+    console.print("[bold red]error:[/] ", end="")
+    console.print(str(exc), markup=False, soft_wrap=True)  # one line per message, not wrapped to the terminal
+    raise typer.Exit(2)
+
+
+def check_runnable(configs) -> None:
+    """What a run needs from this machine, before anything is written: each model cached or on the
+    Hub (one quick request, not a minute of retries), and the code sandbox where a task needs it."""
+    from grpo_lab.rewards.sandbox import check_for
+    from grpo_lab.spec.model_cards import check_available, load_card
+
+    configs = list(configs)
+    for model in dict.fromkeys(c.model for c in configs):
+        check_available(load_card(model))
+    for cfg in configs:
+        check_for(cfg.tasks, cfg.sandbox)
+
+
+def open_registry(db: str | None, workspace: Path):
+    """The registry's session factory; a bad or unreachable URL ends the command with its reason."""
+    from grpo_lab.execution import registry as reg
+
+    try:
+        return reg.connect(db or reg.default_url(workspace))
+    except ConfigError as exc:
+        fail(exc)
+
+
+def hold_lease(ctx: typer.Context, Session, sweep: str) -> None:
+    """Hold the registry's driver lease until the command ends, or end it naming the live driver."""
+    from grpo_lab.execution.lease import Lease
+
+    try:
+        lease = Lease(Session, sweep)
+    except ConfigError as exc:
+        fail(exc)
+    ctx.call_on_close(lease.release)

@@ -1,0 +1,166 @@
+"""Commands on single runs: `run`, `tricks`, `preflight`, `tune`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from grpo_lab.cli.common import app, check_runnable, console, fail
+from grpo_lab.util.yamlio import ConfigError
+
+
+@app.command()
+def run(
+    config: Optional[Path] = typer.Argument(None, help="run config YAML (defaults: tiny model, math)"),
+    set_: list[str] = typer.Option([], "--set", help="override a key, e.g. --set optim.lr=1e-4"),
+    out: Optional[Path] = typer.Option(None, help="output folder (default runs/<run id>); resumes if it holds a checkpoint"),
+) -> None:
+    """Train one GRPO run; writes metrics.jsonl and summary.json."""
+    from grpo_lab.rewards.sandbox import SandboxError
+    from grpo_lab.spec.config import load_config
+    from grpo_lab.spec.tricks import trick_notes
+    from grpo_lab.trainer.grpo import train
+    from grpo_lab.views import show_summary
+
+    try:  # every check before anything is written: a bad name leaves no run folder behind
+        cfg = load_config(config, set_)
+        check_runnable([cfg])
+    except (ConfigError, SandboxError) as exc:
+        fail(exc)
+    for note in trick_notes(cfg.tricks):
+        console.print(f"[yellow]warning:[/] {note}")
+    out = out or Path("runs") / cfg.run_id()
+    console.print(f"run [bold]{cfg.run_id()}[/]: model={cfg.model} task={cfg.task} tricks={cfg.tricks or 'baseline'} "
+                  f"seed={cfg.seed} -> {out}")
+    with Progress(TextColumn("[bold]step {task.completed}/{task.total}"), BarColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=console) as bar:
+        job = bar.add_task("", total=cfg.steps)
+
+        def on_step(step: int, m: dict) -> None:
+            desc = f"reward {m['reward/mean']:.3f}  kl {m.get('kl/mean', 0):.4f}  len {m['length/mean']:.1f}"
+            if "eval/pass@1" in m:
+                desc += f"  pass@1 {m['eval/pass@1']:.3f}"
+            bar.update(job, completed=step + 1, description=desc)
+
+        summary = train(cfg, out, on_step=on_step)
+    show_summary(console, summary)
+
+
+@app.command()
+def tricks(as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the trick catalog (experiments/tricks.yaml)."""
+    from grpo_lab.spec.tricks import load_catalog
+
+    catalog = load_catalog()
+    if as_json:
+        console.print_json(json.dumps({n: t.model_dump() for n, t in catalog.items()}))
+        return
+    table = Table(title="trick catalog")
+    for col in ("name", "dimension", "description", "source"):
+        table.add_column(col)
+    for t in catalog.values():
+        table.add_row(t.name, t.dimension, t.description, t.source)
+    console.print(table)
+
+
+@app.command("preflight")
+def preflight_cmd(
+    target: Optional[Path] = typer.Argument(None, help="run config or matrix YAML (or give --model and --task)"),
+    model: Optional[str] = typer.Option(None, help="model card, with --task, for a default config"),
+    task: Optional[str] = typer.Option(None, help="task, with --model"),
+    set_: list[str] = typer.Option([], "--set", help="override a key of a run config, e.g. --set sampling.temperature=0.9"),
+    samples: int = typer.Option(1000, min=1, help="completions scored with every reward component"),
+    prompts: int = typer.Option(20, min=1, help="prompts sampled in groups for the diversity check"),
+    pin: Optional[Path] = typer.Option(None, help="JSON {package: version} of the pinned environment"),
+    out: Path = typer.Option(Path("preflight.json"), help="JSON report"),
+) -> None:
+    """Check reward signal, group diversity and environment before training (exit 1 on any red verdict)."""
+    from rich.markup import escape
+
+    from grpo_lab.preflight import preflight
+    from grpo_lab.preflight.report import verdict_table, write_json
+    from grpo_lab.preflight.targets import preflight_configs
+
+    try:
+        configs = preflight_configs(target, model, task, set_)
+        pinned = json.loads(pin.read_text()) if pin else None
+    except (ConfigError, OSError, ValueError) as exc:  # a bad pin file is an OSError or a JSON ValueError
+        fail(exc)
+    results = []
+    for cfg in configs:
+        results.append(preflight(cfg, samples=samples, diversity_prompts=prompts, pin=pinned))
+        console.print(verdict_table(results[-1]))
+    write_json(results, out)
+    red = [r.target for r in results if r.red]
+    console.print(f"wrote {out}; " + (f"[bold red]red[/] for {escape(', '.join(red))}" if red else "[green]no red flags[/]"))
+    if red:
+        raise typer.Exit(1)
+
+
+@app.command("tune")
+def tune_cmd(
+    target: Path = typer.Argument(..., metavar="CONFIG_OR_MATRIX", help="run config YAML, or a matrix: then "
+                                  "the baseline of its first model, task and seed"),
+    space: Path = typer.Option(..., help="search space YAML: dotted run-config keys -> distributions "
+                                         "(experiments/spaces/)"),
+    trials: int = typer.Option(..., min=1, help="completed + pruned trials the study should hold in total"),
+    metric: str = typer.Option("eval/pass@1", help="final eval metric of the run summary, or delta_pass@1"),
+    direction: str = typer.Option("maximize", help="maximize or minimize"),
+    name: Optional[str] = typer.Option(None, help="study name, stored as tune-<name> (default <config>-<space>); "
+                                                  "the same name continues the study"),
+    seed: int = typer.Option(0, help="seed of the TPE sampler"),
+    budget: Optional[float] = typer.Option(None, help="stop proposing trials once the tune's runs used this "
+                                                      "many GPU-hours"),
+    prune_warmup: float = typer.Option(0.25, min=0, max=1, help="no pruning in this first fraction of the steps "
+                                                                "(1: never prune)"),
+    hardware: Optional[str] = typer.Option(None, help="hardware profile for the unit and price (default: the "
+                                                      "matrix's, else cpu)"),
+    workspace: Path = typer.Option(Path(".grpo-lab"), help="registry, MLflow store and run folders"),
+    db: Optional[str] = typer.Option(None, help="registry and study SQLAlchemy URL (default sqlite in the "
+                                                "workspace; env GRPO_LAB_DB)"),
+    tracking_uri: Optional[str] = typer.Option(None, help="MLflow tracking URI (default sqlite in the workspace)"),
+    out: Optional[Path] = typer.Option(None, help="tuned baseline file (default experiments/tuned/<name>.yaml)"),
+    set_: list[str] = typer.Option([], "--set", help="override a key of the base config, e.g. --set steps=200"),
+) -> None:
+    """Search run-config values with Optuna (TPE, median pruning); each trial is a registered run.
+    Resumable: run it again with the same name to continue; finished trials are never repeated."""
+    import optuna
+    from rich.markup import escape
+
+    from grpo_lab.tune import TuneOptions, tune
+    from grpo_lab.tune.output import trials_table
+
+    if direction not in ("maximize", "minimize"):
+        fail(ConfigError(f"--direction {direction}: use maximize or minimize"))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the per-trial lines below say it once
+    opts = TuneOptions(trials=trials, name=name, metric=metric, direction=direction, seed=seed, budget=budget,
+                       prune_warmup=prune_warmup, workspace=workspace, db_url=db, tracking_uri=tracking_uri,
+                       hardware=hardware, out=out, sets=set_)
+
+    def on_trial(t) -> None:
+        value = "" if t.value is None else f" {t.value:.4g}"
+        console.print(f"trial {t.number} {t.state.name}{value}  {escape(str(t.params))}  "
+                      f"run {t.user_attrs.get('run_id', '-')}", highlight=False)
+
+    try:
+        result = tune(target, space, opts, on_trial=on_trial)
+    except ConfigError as exc:
+        fail(ConfigError(escape(str(exc))))
+    console.print(trials_table(result.study, result.unit))
+    why = {"trials": "reached --trials", "budget": f"budget of {budget} reached",
+           "failures": "stopped after repeated failed trials"}[result.stopped_by]
+    console.print(f"{result.name}: {why}; {result.gpu_hours:.3g} {result.unit} in its runs (search); "
+                  + (f"best settings in {result.out}" if result.out else "no completed trial yet"), highlight=False)
+    if result.stopped_by == "failures":
+        raise typer.Exit(1)
