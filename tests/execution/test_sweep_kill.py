@@ -15,7 +15,7 @@ from tests.execution.sweeps import freeze_workers, workers, write_matrix
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = 16
+STEPS = 48  # long enough that the second run cannot finish between two polls on an idle box
 
 
 def start(matrix: Path, ws: Path, log: Path) -> subprocess.Popen:
