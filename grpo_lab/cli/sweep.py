@@ -110,7 +110,7 @@ def sweep(
     )
     from grpo_lab.rewards.sandbox import SandboxError
     from grpo_lab.spec.matrix import load_matrix
-    from grpo_lab.views import SweepProgress, best_tricks, runs_table, show_plan
+    from grpo_lab.views import SweepProgress, show_plan
 
     opts = SweepOptions(workspace=workspace, db_url=db, retries=retries, allow_over_budget=allow_over_budget, name=name,
                         on_change="replace" if replace else "extend" if extend else "refuse")
@@ -158,16 +158,25 @@ def sweep(
         finally:
             run_on.close()
         mirror.finish("failed" if result.counts["failed"] else "finished")
-        console.print(runs_table(sw))
-        for line in best_tricks(sw):
-            console.print(line, markup=False, highlight=False)
-        # counted from the registry: with --decide the attempts ran in the waves' own passes
-        console.print(f"executed {attempts(sw) - attempts_before} attempt(s), skipped {done_before} finished "
-                      f"run(s): {result.counts}; MLflow: grpo-lab ui --workspace {workspace}")
-        for rid, why in result.blocked.items():
-            console.print(f"[bold red]not retried:[/] {rid}: {escape(why)}", highlight=False)
+        show_outcome(sw, result, attempts(sw) - attempts_before, done_before, workspace)
         if result.counts["failed"]:
             raise typer.Exit(1)
+
+
+def show_outcome(sw, result, executed: int, skipped: int, workspace: Path) -> None:
+    """The sweep's run table, its best trick sets, the attempt counts and what was not retried."""
+    from rich.markup import escape
+
+    from grpo_lab.views import best_tricks, runs_table
+
+    console.print(runs_table(sw))
+    for line in best_tricks(sw):
+        console.print(line, markup=False, highlight=False)
+    # counted from the registry: with --decide the attempts ran in the waves' own passes
+    console.print(f"executed {executed} attempt(s), skipped {skipped} finished run(s): {result.counts}; "
+                  f"MLflow: grpo-lab ui --workspace {workspace}")
+    for rid, why in result.blocked.items():
+        console.print(f"[bold red]not retried:[/] {rid}: {escape(why)}", highlight=False)
 
 
 def attempts(sw) -> int:
