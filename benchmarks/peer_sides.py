@@ -132,6 +132,8 @@ def trl_learn(cfg: RunConfig, out: Path) -> dict:
     base, _ = run.evaluate(-1, out)
     trainer = trl_trainer(cfg, run, cfg.steps, speed=False, out=out / "trl")
     trainer.train()
+    curve = [{"step": e["step"] - 1, "reward": e["reward"]} for e in trainer.state.log_history if "reward" in e]
+    (out / "trl_curve.json").write_text(json.dumps(curve))
     with torch.no_grad():
         run.policy.load_state_dict(trainer.model.state_dict())
     run.engine.sync_weights(run.policy)
