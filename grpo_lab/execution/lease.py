@@ -1,4 +1,4 @@
-"""One sweep driver per registry at a time: a lease row that a live driver renews.
+"""One driver (a `sweep` or a `tune`) per registry at a time: a lease row that a live driver renews.
 
 Runs are shared by every sweep of a registry, so a second driver would begin attempts of the same
 runs (a UNIQUE failure on attempts) and race the first on the MLflow store. The lease is a single
@@ -56,7 +56,7 @@ def _busy(lease: DriverLease) -> DriverBusy:
 
 
 class Lease:
-    """The registry's driver lease, held by this process until `release()`."""
+    """The registry's driver lease, held by this process until `release()` (or the end of a `with`)."""
 
     def __init__(self, factory: sessionmaker[Session], sweep: str) -> None:
         self.factory, self.token = factory, uuid.uuid4().hex
@@ -94,6 +94,12 @@ class Lease:
                     s.commit()
             except Exception as exc:  # a database hiccup: the next beat may pass; the sweep goes on
                 warnings.warn(f"renewing the sweep driver's lease failed: {exc}")
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
     def release(self) -> None:
         self._stop.set()

@@ -9,10 +9,8 @@ same run folder from its checkpoint. Finished trials are never repeated.
 
 from __future__ import annotations
 
-import fcntl
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.orm import Session
 
 from grpo_lab.execution import registry as reg
+from grpo_lab.execution.lease import Lease
 from grpo_lab.execution.environment import env_snapshot
 from grpo_lab.execution.sweep import recover, totals
 from grpo_lab.spec.config import RunConfig
@@ -77,8 +76,10 @@ def tune(target: Path, space_path: Path, opts: TuneOptions,
     name = f"tune-{stem}"
     hw = load_hardware(opts.hardware or base.hardware or DEFAULT_HARDWARE)
     url = opts.db_url or reg.default_url(opts.workspace)
-    with exclusive(Path(opts.workspace) / f"{name}.lock", name):
-        Session = reg.connect(url)
+    Session = reg.connect(url)
+    # Trials may share runs with sweeps (a tuned config can equal a cell), and a starting tune treats
+    # RUNNING trials as dead: both need this tune to be the registry's only driver.
+    with Lease(Session, name):
         study = open_study(url, name, metric, opts, base.config().steps)
         with Session() as session:
             sweep = open_sweep(session, name, target, hw, opts.budget)
@@ -103,18 +104,6 @@ def check_metric(metric: str) -> str:
         return f"eval/{metric}"
     raise ConfigError(f"--metric {metric}: use a final eval metric of the run summary (eval/pass@1, "
                       f"eval/pass@8, eval/reward_mean, eval/<task>/pass@1, ...) or delta_pass@1")
-
-
-@contextmanager
-def exclusive(path: Path, what: str) -> Iterator[None]:
-    """One process per tune: that is what lets a starting tune treat RUNNING trials as dead."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(f"{what} is already running (lock {path}): wait for it, or give another --name") from None
-        yield
 
 
 def open_study(url: str, name: str, metric: str, opts: TuneOptions, steps: int) -> optuna.Study:

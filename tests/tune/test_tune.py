@@ -17,6 +17,7 @@ import yaml
 from optuna.trial import TrialState
 
 from grpo_lab.execution import registry as reg
+from grpo_lab.execution.lease import DriverBusy, Lease
 from grpo_lab.spec.matrix import expand, load_matrix
 from grpo_lab.tune import TuneOptions, load_space, tune
 from grpo_lab.tune.base import load_base
@@ -131,6 +132,31 @@ def test_tune_six_trials_registers_runs_writes_the_baseline_and_logs_mlflow(tmp_
     assert sorted(int(r.data.tags["trial"]) for r in children) == sorted(t.number for t in trials)
     assert all("param.kl.beta" in r.data.tags for r in children)
     assert parent.data.metrics["sweep/trials_complete"] + parent.data.metrics["sweep/trials_pruned"] == 6
+
+
+def test_tune_and_sweep_share_the_registry_lease(tmp_path):
+    """A tune is the registry's driver: it refuses to start beside a live sweep, then holds the lease
+    itself for its whole run and gives it back."""
+    config, space = write(tmp_path / "base.yaml", BASE), write(tmp_path / "space.yaml", SPACE)
+    ws = tmp_path / "ws"
+    Session = reg.connect(reg.default_url(ws))
+    opts = TuneOptions(trials=1, name="leased", workspace=ws, out=tmp_path / "best.yaml",
+                       tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with Lease(Session, "ten_tricks"), pytest.raises(DriverBusy, match="sweep 'ten_tricks'"):
+        tune(config, space, opts)
+    with Session() as s:
+        assert reg.get_sweep(s, "tune-leased") is None  # refused before it registered anything
+
+    seen = []
+    result = tune(config, space, opts, on_trial=lambda t: seen.append(_holder(Session)))
+    assert result.stopped_by == "trials" and seen == ["tune-leased"]
+    assert _holder(Session) is None
+
+
+def _holder(Session) -> str | None:
+    with Session() as s:
+        lease = s.get(reg.DriverLease, 1)
+        return lease.sweep if lease else None
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen:
