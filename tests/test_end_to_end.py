@@ -90,3 +90,20 @@ def test_report_renders_in_chromium(report_html, driver):
     images = driver.find_elements(By.TAG_NAME, "img")
     assert images and all(driver.execute_script("return arguments[0].naturalWidth", i) > 0 for i in images)
     assert not [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+def test_report_refuses_runs_that_started_from_different_weights(swept, report_html):
+    """One run's summary says it started elsewhere (another CPU's warm start): the report names the
+    group and counts instead of pooling it; the summary is put back for the tests after this one."""
+    _, ws = swept
+    summary = sorted((ws / "runs").glob("*/summary.json"))[0]
+    before = summary.read_text()
+    data = json.loads(before)
+    try:
+        summary.write_text(json.dumps({**data, "base_weights": "0" * 16}))
+        result = CliRunner().invoke(app, ["report", "e2e", "--workspace", str(ws), "--out", str(ws / "r2")])
+        said = " ".join(result.output.split())
+        assert result.exit_code != 0 and "started from different weights" in said
+        assert f"{'0' * 16} (1 runs)" in said and f"{data['base_weights']} (7 runs)" in said
+    finally:
+        summary.write_text(before)

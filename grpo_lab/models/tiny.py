@@ -3,7 +3,9 @@
 It is a real `LlamaForCausalLM`, so the rollout engine and trainer take the same code path as
 any Hugging Face model. A short supervised stage on the task's solutions brings its pass@1 to a
 low but non-zero level, which gives GRPO non-zero groups to learn from. The weights are cached
-on disk, keyed by everything that determines them, and are reproducible from the card's seed.
+on disk, keyed by the spec and tasks, and are reproducible from the card's seed on one machine
+type only: CPU kernel sets (AVX512 vs AVX2) round differently and the warm start amplifies it
+(README, "Machines and the tiny model"); runs record models.weights_digest of what they loaded.
 """
 
 from __future__ import annotations

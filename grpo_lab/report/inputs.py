@@ -109,6 +109,22 @@ class ReportData:
 SAMPLING_PHASES = ("rollout", "reward", "eval")
 
 
+def mixed_bases(rows: list[tuple[str, str, str | None]]) -> list[str]:
+    """(model, task) pairs whose runs started from more than one set of weights, from (model, task,
+    summary base_weights) rows; runs from before the digest was recorded (None) are not counted."""
+    seen: dict[tuple[str, str], dict[str, int]] = {}
+    for model, task, digest in rows:
+        if digest is not None:
+            counts = seen.setdefault((model, task), {})
+            counts[digest] = counts.get(digest, 0) + 1
+    return [f"{model} / {task}: " + ", ".join(f"{d} ({n} runs)" for d, n in sorted(counts.items()))
+            for (model, task), counts in seen.items() if len(counts) > 1]
+
+
+def _summary(cell: reg.SweepRun) -> dict:
+    return json.loads((Path(cell.run.out_dir) / "summary.json").read_text())
+
+
 def _done_cells(sweep: reg.Sweep) -> list[reg.SweepRun]:
     from grpo_lab.execution.registry import DONE
 
@@ -121,7 +137,7 @@ def _phase_hours(cells: list[reg.SweepRun]) -> dict[str, float]:
     recorded it, else its phase seconds times the devices it held)."""
     total: dict[str, float] = {}
     for cell in cells:
-        summary = json.loads((Path(cell.run.out_dir) / "summary.json").read_text())
+        summary = _summary(cell)
         by_phase = summary.get("device_hours_by_phase") or {
             k: v * cell.run.devices / 3600 for k, v in (summary.get("phase_seconds") or {}).items()}
         for phase, hours in by_phase.items():
@@ -168,6 +184,11 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
         raise ValueError(f"sweep '{sweep.name}' holds runs of different configs under one label: {'; '.join(mixed)}. "
                          f"It was merged from an edited matrix; run `grpo-lab sweep {sweep.matrix_path} --replace` "
                          f"(keeps one config per label) and report again")
+    if mixed := mixed_bases([(c.model, c.task, _summary(c).get("base_weights")) for c in cells]):
+        raise ValueError(f"sweep '{sweep.name}': runs of one model and task started from different weights: "
+                         f"{'; '.join(mixed)}. Their arms are not comparable (a warm-started tiny model depends on "
+                         f"the machine's CPU kernels, summary.json's cpu_kernels). Share GRPO_LAB_CACHE between the "
+                         f"machines, or rerun the runs of one of the groups on the other's machine type")
     dirs = {c.run_id: Path(c.run.out_dir) for c in cells}
     labelled = [(c.labels(), Path(c.run.out_dir)) for c in cells]
     steps, events = steps_frame(dirs), events_frame(dirs)  # read once, shared by the rows and the curves

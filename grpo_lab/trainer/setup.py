@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from grpo_lab.models import load_card, load_model
+from grpo_lab.models import load_card, load_model, weights_digest
 from grpo_lab.rollout import make_engine
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.tasks import make_task
@@ -54,6 +54,7 @@ class RunState:
     tokens_trained: int = 0
     effective_samples: int = 0
     last_eval: dict = field(default_factory=dict)
+    base_weights: str | None = None  # models.weights_digest of the policy before training
 
     def seed_for(self, step: int, round_: int = 0) -> int:
         """Sampling seed of a step: a resumed run samples what the uninterrupted run would, and
@@ -88,7 +89,8 @@ class RunState:
             "tokens_generated": self.tokens_generated,
             "tokens_trained": self.tokens_trained,
             "effective_samples": self.effective_samples,
-            "device": str(self.device), "host": platform.node(),
+            "device": str(self.device), "host": platform.node(), "base_weights": self.base_weights,
+            "cpu_kernels": torch.backends.cpu.get_cpu_capability(),  # AVX512 / AVX2 change the tiny warm start
         }
 
 
@@ -160,6 +162,7 @@ def build_policy(cfg: RunConfig):
 
 def setup(cfg: RunConfig, out_dir: Path) -> RunState:
     device, card, tasks, policy, codec = build_policy(cfg)
+    base_weights = weights_digest(policy)  # before a backend wraps them or a checkpoint replaces them
     engine = make_engine(cfg.engine, policy, codec, cfg)
     backend = make_backend(cfg, policy)
     pool = min(max(cfg.steps * cfg.sampling.prompts_per_step, 256), 4096)
@@ -174,6 +177,7 @@ def setup(cfg: RunConfig, out_dir: Path) -> RunState:
         adaptive_kl=AdaptiveKL(cfg.kl.beta, cfg.kl.target, cfg.kl.horizon) if cfg.kl.schedule == "adaptive" else None,
         eval_problems={n: t.problems("test", cfg.eval.problems, seed=EVAL_SEED, difficulty=cfg.difficulty)
                        for n, t in tasks.items()},
+        base_weights=base_weights,
     )
     checkpoint.load(run, out_dir)
     if not same_on_all_ranks(backend, run.start_step):  # a kill between two ranks' checkpoint writes

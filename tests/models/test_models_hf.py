@@ -228,3 +228,18 @@ def test_unknown_hub_id_offline_gives_clear_error(monkeypatch):
     with pytest.raises(ModelNotFoundError, match="offline") as info:
         load_hf("grpo-lab-test/does-not-exist", torch.float32, None, chat_template=True)
     assert "grpo-lab-test/does-not-exist" in str(info.value)
+
+
+def test_weights_digest_follows_values_dtypes_and_names():
+    from grpo_lab.models import weights_digest
+
+    a = torch.nn.Linear(3, 2)
+    b = torch.nn.Linear(3, 2)
+    b.load_state_dict(a.state_dict())
+    assert weights_digest(a) == weights_digest(b) and len(weights_digest(a)) == 16
+    with torch.no_grad():
+        b.weight[1, 2] += 1e-6  # one float off: what a different CPU kernel set leaves behind
+    assert weights_digest(a) != weights_digest(b)
+    assert weights_digest(a) != weights_digest(a.to(torch.bfloat16))
+    renamed = torch.nn.Sequential(a)  # same tensors under other names ("0.weight")
+    assert weights_digest(renamed) != weights_digest(a)

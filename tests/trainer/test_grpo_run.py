@@ -7,7 +7,9 @@ import time
 
 import pytest
 
+from grpo_lab.models import weights_digest
 from grpo_lab.trainer.grpo import train
+from grpo_lab.trainer.setup import build_policy
 
 REQUIRED = ["reward/mean", "reward/zero_std_frac", "adv/std", "kl/mean", "entropy/mean", "length/mean",
             "length/truncated_frac", "rollout/logprob_diff", "timing/rollout", "timing/train"]
@@ -27,6 +29,7 @@ def test_tiny_run_writes_metrics_and_summary(tmp_path, make_cfg):
     assert set(saved["phase_seconds"]) >= {"rollout", "reference", "train", "eval"}
     assert 0.0 <= saved["base"]["eval/pass@1"] <= 1.0
     assert summary["run_id"] == cfg.run_id()
+    assert saved["base_weights"] == weights_digest(build_policy(cfg)[3]) and saved["cpu_kernels"]
 
 
 def test_micro_batches_give_the_same_update_as_one_batch(tmp_path, make_cfg):
@@ -59,4 +62,6 @@ def test_kill_9_resumes_from_checkpoint_and_reaches_the_same_final_step(tmp_path
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
     steps = [json.loads(l)["step"] for l in (out / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(40))  # no step lost, none logged twice
-    assert json.loads((out / "summary.json").read_text())["steps"] == 40
+    saved = json.loads((out / "summary.json").read_text())
+    assert saved["steps"] == 40
+    assert saved["base_weights"] == weights_digest(build_policy(cfg)[3])  # what it started from, not the checkpoint
