@@ -60,8 +60,13 @@ def speed(rounds: int, steps: int) -> None:
 
 
 def per_problem(out: Path, name: str) -> dict[str, float]:
-    rows = json.loads((out / "eval" / f"problems-{name}.json").read_text())["rows"]
-    return {r["uid"]: r["passes"] / r["samples"] for r in rows}
+    """Pass rate per distinct test problem: a small pool (level 0 holds 22) is drawn with repeats,
+    whose samples are pooled rather than letting the last draw stand for the problem."""
+    counts: dict[str, list[int]] = {}
+    for r in json.loads((out / "eval" / f"problems-{name}.json").read_text())["rows"]:
+        c = counts.setdefault(r["uid"], [0, 0])
+        c[0], c[1] = c[0] + r["passes"], c[1] + r["samples"]
+    return {uid: passes / samples for uid, (passes, samples) in counts.items()}
 
 
 def bootstrap(values: np.ndarray, reps: int = 4000, seed: int = 0) -> tuple[float, float, float]:
@@ -99,7 +104,7 @@ def show(workdir: Path) -> None:
     final = max(p.stem.removeprefix("problems-") for p in (runs["grpo-lab"][0] / "eval").glob("problems-0*.json"))
     uids = sorted(per_problem(runs["grpo-lab"][0], "base"))
     table = Table(title=f"test pass@1, SmolLM2-135M natural math level 0: {title}, {len(runs['trl'])} seeds, "
-                        f"{len(uids)} problems x 4 samples (95% bootstrap CI over problems)")
+                        f"{len(uids)} distinct problems (95% bootstrap CI over them)")
     for col in ("trainer", "before", "after", "gain"):
         table.add_column(col, justify="right")
     gains = {}
