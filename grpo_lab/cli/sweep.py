@@ -101,13 +101,7 @@ def sweep(
     from grpo_lab.execution.environment import env_snapshot
     from grpo_lab.execution.mirror import SweepTracker
     from grpo_lab.execution.runners import load_profile, make_runner
-    from grpo_lab.execution.sweep import (
-        SweepOptions,
-        execute_sweep,
-        open_sweep,
-        plan_for,
-        recover,
-    )
+    from grpo_lab.execution.sweep import SweepOptions, open_sweep, plan_for, recover
     from grpo_lab.rewards.sandbox import SandboxError
     from grpo_lab.spec.matrix import load_matrix
     from grpo_lab.views import SweepProgress, show_plan
@@ -136,31 +130,39 @@ def sweep(
         session.commit()
         progress = SweepProgress(console, len(sw.cells), sum(c.run.status in reg.DONE for c in sw.cells))
         attempts_before, done_before = attempts(sw), progress.done
-
-        def on_event(kind, cell, out):
-            progress.total = len(sw.cells)  # --decide adds cells between waves
-            progress(kind, cell, out)
-            if kind == "end":
-                mirror.log(cell)
-
         run_on = make_runner(profile, workspace, max_parallel)
         console.print(f"sweep [bold]{sw.name}[/]: {len(sw.cells)} cells, {progress.done} already done; "
                       f"runner {run_on.name} x{run_on.slots}; registry {Session.kw['bind'].url}")
-        try:
-            with progress:
-                if decide:
-                    from grpo_lab.execution.waves import DecideOptions, run_decide
-
-                    why = run_decide(session, sw, plan, run_on, opts, DecideOptions(budget=budget, delta=delta),
-                                     on_event=on_event, say=console.print)
-                    console.print(f"--decide stopped: {why}")
-                result = execute_sweep(session, sw, run_on, opts, on_event=on_event)
-        finally:
-            run_on.close()
+        result = run_cells(session, sw, plan, run_on, opts, progress, mirror,
+                           dict(budget=budget, delta=delta) if decide else None)
         mirror.finish("failed" if result.counts["failed"] else "finished")
         show_outcome(sw, result, attempts(sw) - attempts_before, done_before, workspace)
         if result.counts["failed"]:
             raise typer.Exit(1)
+
+
+def run_cells(session, sw, plan, run_on, opts, progress, mirror, decide: dict | None):
+    """The sweep's runs on `run_on` with a live progress view, each finished run mirrored to MLflow;
+    with `decide` (DecideOptions fields), the decide waves first. Returns execute_sweep's result."""
+    from grpo_lab.execution.sweep import execute_sweep
+
+    def on_event(kind, cell, out):
+        progress.total = len(sw.cells)  # --decide adds cells between waves
+        progress(kind, cell, out)
+        if kind == "end":
+            mirror.log(cell)
+
+    try:
+        with progress:
+            if decide is not None:  # imported only here: the decide stack pulls in scipy (~0.9 s)
+                from grpo_lab.execution.waves import DecideOptions, run_decide
+
+                why = run_decide(session, sw, plan, run_on, opts, DecideOptions(**decide), on_event=on_event,
+                                 say=console.print)
+                console.print(f"--decide stopped: {why}")
+            return execute_sweep(session, sw, run_on, opts, on_event=on_event)
+    finally:
+        run_on.close()
 
 
 def show_outcome(sw, result, executed: int, skipped: int, workspace: Path) -> None:

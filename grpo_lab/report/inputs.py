@@ -14,6 +14,7 @@ attempts spent (training, reference forwards, set-up). A tune's sweep (`tune-<na
 from __future__ import annotations
 
 import json
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,11 +113,10 @@ SAMPLING_PHASES = ("rollout", "reward", "eval")
 def mixed_bases(rows: list[tuple[str, str, str | None]]) -> list[str]:
     """(model, task) pairs whose runs started from more than one set of weights, from (model, task,
     summary base_weights) rows; runs from before the digest was recorded (None) are not counted."""
-    seen: dict[tuple[str, str], dict[str, int]] = {}
+    seen: dict[tuple[str, str], Counter] = defaultdict(Counter)
     for model, task, digest in rows:
         if digest is not None:
-            counts = seen.setdefault((model, task), {})
-            counts[digest] = counts.get(digest, 0) + 1
+            seen[model, task][digest] += 1
     return [f"{model} / {task}: " + ", ".join(f"{d} ({n} runs)" for d, n in sorted(counts.items()))
             for (model, task), counts in seen.items() if len(counts) > 1]
 
