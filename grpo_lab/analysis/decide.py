@@ -1,59 +1,56 @@
-"""Decide comparisons under optional stopping, and spend the next runs where verdicts are open.
+"""Decide comparisons under optional stopping, and spend the next runs where verdicts can close.
 
-Pure functions; the `--decide` loop (grpo_lab/execution/waves.py) only feeds them the per-seed scores
-of finished runs and records what they return.
+Pure functions; the `--decide` loop (grpo_lab/execution/waves.py) only feeds them the per-seed
+scores of finished runs (arm -> {seed index: score}) and records what they return.
 
-Comparisons, within one (model, task), over arm means ȳ_a with n_a seeds each:
+Comparisons, within one (model, task), over arm means μ_a:
 
-    effect of S        = S − B                      (every non-baseline arm)
-    interaction of C   = C − Σ_{t∈C} t + (k−1)·B    (observed − additive; every combination whose
-                                                     k singles ran)
+    effect of S        θ = μ_S − μ_B                      (every non-baseline arm)
+    interaction of C   θ = μ_C − Σ_{t∈C} μ_t + (k−1)·μ_B  (observed − additive; every combination
+                                                           whose k singles ran)
 
-Method: anytime-valid confidence sequences from Robbins' normal mixture (Robbins 1970; Howard,
-Ramdas, McAuliffe, Sekhon 2021, "Time-uniform, nonparametric, nonasymptotic confidence
-sequences", eq. 14), in information time. A contrast θ̂ = Σ c_a ȳ_a with per-seed noise σ has
-variance σ²/t, t = 1 / Σ_a c_a²/n_a ("effective seeds"), and S(t) = t(θ̂ − θ)/σ is a Brownian
-motion in t. Mixing exp(λS − λ²t/2) over λ ~ N(0, 1/r) gives a nonnegative martingale; Ville's
-inequality makes the event "it ever exceeds 1/α" have probability ≤ α, i.e. with probability
-≥ 1 − α, at every wave at once,
+Method: confidence sequences for bounded outcomes by betting (Waudby-Smith & Ramdas 2023, see
+analysis/betting.py), which hold at every wave at once for any distribution of a run's score in
+[0, 1]: no normality, no equal variances, no pooled noise; collapsed seeds, heavy tails and pass
+rates near 0 or 1 are all inside the guarantee.
 
-    |θ̂ − θ| ≤ radius(t) = σ · √((t + r)(log(1 + t/r) + 2 log(1/α))) / t.
+    paired    (default) D_i = Σ_a c_a·y_{a,i} over the seed indices i that every arm of the
+              comparison ran, in seed order. Arms given the same seed index share prompt order and
+              sampling streams (common random numbers), and seed indices are independent draws, so
+              D_1, D_2, ... are i.i.d. with mean θ and lie in [Σ_{c<0} c, Σ_{c>0} c]. One betting
+              sequence per comparison at α/K, K the comparisons of the sweep (Bonferroni).
+    unpaired  one betting sequence per arm mean (range [0, 1]) at α/A, A the arms of the sweep;
+              a comparison's interval is their interval sum [Σ c_a·(L_a or U_a), ...]. All arms'
+              sequences hold at once with probability ≥ 1 − α, so every comparison does.
 
-Why this and not alpha spending: the number of waves, their sizes and which arms grow are all
-chosen from the data, and a spending function needs the information fractions of the looks;
-a confidence sequence is valid at any stopping time whatever the looks were, so a killed sweep
-can resume, take a larger budget, or stop early without touching the error guarantee. Seeds are
-added to arms chosen from past data only, so t grows predictably and S stays a martingale.
+New seeds always take an arm's next unused indices and a wave finishes before it is analysed, so
+each sequence only ever grows by appending; which arms grow is chosen from past data only. Either
+way, with probability ≥ 1 − α every verdict below is right at every wave, whenever the sweep stops:
 
-σ is not known: it is the seed-to-seed noise pooled over the cell's arms (every arm's runs give
-within-arm degrees of freedom, tens per cell), plugged in. That makes the guarantee asymptotic
-in σ's degrees of freedom (Waudby-Smith et al. 2021, "Time-uniform central limit theory and
-asymptotic confidence sequences"). With few degrees of freedom the plug-in is anti-conservative
-(a 5.2% false-flag rate at 6 df in tests/analysis), so σ̂ is scaled by t_{df,1−α/2} / z_{1−α/2},
-the Student correction of one look, which fades as seeds accrue; benchmarks/decide.py measures
-the false-flag rate that gives.
-
-Multiple comparisons: Bonferroni over all K comparisons of the sweep (α/K per sequence). Since
-each sequence holds at all waves, all K hold at once with probability ≥ 1 − α, so the
-family-wise error of every verdict below, at every wave, is ≤ α:
-
-    significant  the sequence excludes 0          (a wrong sign or a null flagged needs a miss)
-    equivalent   the sequence lies inside (−δ, δ) (TOST by confidence sequence: |θ| ≥ δ needs a miss)
+    significant  the interval excludes 0
+    equivalent   the interval lies inside (−δ, δ)  (TOST by confidence sequence)
     open         neither yet
 
-A comparison keeps the first verdict it reaches (a later wave cannot contradict it without a
-miss, which the guarantee already counts).
+A comparison keeps the first verdict it reaches (contradicting it later needs a miss, which the
+guarantee already counts).
+
+The price of holding for every bounded distribution: a seed's paired difference could be anywhere
+in its range, so even without noise an interval narrows by about log(2/α_K)/(C·t) of the range
+after t seeds; at α = 0.05 over 45 comparisons a ±0.02 equivalence on pass@1 needs ~430 seeds per
+arm whatever the noise (betting.min_samples). `needs` says so before seeds are spent.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+
+from grpo_lab.analysis import betting
 
 VERDICTS = ("significant", "equivalent", "open")
-TARGET_SEEDS = 4.0  # the mixing width r is tuned for decisions near t = 4 effective seeds (8 per arm)
+METHODS = ("paired", "unpaired")
 
 
 @dataclass(frozen=True)
@@ -67,6 +64,11 @@ class Comparison:
     @property
     def name(self) -> str:
         return f"{self.model}/{self.task}/{self.kind}:{self.target}"
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """Range of a paired difference Σ c_a y_a for scores y_a ∈ [0, 1]."""
+        return (sum(c for _, c in self.coefs if c < 0), sum(c for _, c in self.coefs if c > 0))
 
 
 def comparisons(cells: dict[tuple[str, str], list[str]], baseline: str = "baseline") -> list[Comparison]:
@@ -86,133 +88,183 @@ def comparisons(cells: dict[tuple[str, str], list[str]], baseline: str = "baseli
     return out
 
 
-def effective_seeds(coefs, n: dict[str, float]) -> float:
-    """t = 1 / Σ_a c_a² / n_a: the contrast's variance is σ²/t."""
-    return 1.0 / sum(c**2 / n[a] for a, c in coefs)
+def by_seed(values) -> dict:
+    """{seed index: score}; a plain list is indexed by position."""
+    return dict(values) if isinstance(values, Mapping) else dict(enumerate(values))
 
 
-def mixing_width(alpha: float, target: float = TARGET_SEEDS) -> float:
-    """r that makes the boundary tightest near t = target (Howard et al. 2021, eq. 15 in our
-    units): r = target / (2 log(1/α) + log(1 + 2 log(1/α)))."""
-    L = 2 * np.log(1 / alpha)
-    return target / (L + np.log(1 + L))
+def paired_differences(coefs, arms: dict[str, dict]) -> np.ndarray:
+    """D_i = Σ_a c_a·y_{a,i} over the seed indices every arm ran, in seed order: shape (t,)."""
+    seeds = [set(arms.get(k, {})) for k, _ in coefs]
+    shared = sorted(set.intersection(*seeds)) if seeds else []
+    return np.array([sum(c * arms[k][s] for k, c in coefs) for s in shared], float)
 
 
-def radius(t, sigma: float, alpha: float, r: float) -> np.ndarray:
-    """Half-width of the normal-mixture confidence sequence at effective seeds t (module docstring)."""
-    t = np.asarray(t, float)
-    return sigma * np.sqrt((t + r) * (np.log1p(t / r) + 2 * np.log(1 / alpha))) / t
+def family_size(comps: list[Comparison], method: str) -> int:
+    """K of the Bonferroni split: comparisons (paired) or distinct arms (unpaired)."""
+    if method == "paired":
+        return len(comps)
+    return len({(c.model, c.task, k) for c in comps for k, _ in c.coefs})
 
 
-def seeds_to_close(gap: float, sigma: float, alpha: float, r: float, most: float = 1e6) -> float:
-    """Smallest t with radius(t) ≤ gap (radius falls in t), by bisection in log t; `most` if none below it."""
-    lo, hi = 1e-3, most
-    if radius(hi, sigma, alpha, r) > gap:
-        return most
-    for _ in range(60):
-        mid = np.sqrt(lo * hi)
-        lo, hi = (mid, hi) if radius(mid, sigma, alpha, r) > gap else (lo, mid)
-    return float(hi)
-
-
-def corrected_sigma(sigma: float, df: float, alpha: float) -> float:
-    """σ̂ · t_{df,1−α/2} / z_{1−α/2}: the plug-in noise with its own uncertainty priced in."""
-    if not df > 0:
-        return np.nan
-    return float(sigma * stats.t.ppf(1 - alpha / 2, df) / stats.norm.ppf(1 - alpha / 2))
-
-
-def pooled_sigma(scores: dict[str, list[float]]) -> tuple[float, float]:
-    """(σ, df) of per-seed scores pooled within the arms: σ² = Σ_a Σ_s (y_as − ȳ_a)² / (N − A)."""
-    ss = sum(float(((np.asarray(y) - np.mean(y)) ** 2).sum()) for y in scores.values() if len(y) > 1)
-    df = sum(len(y) - 1 for y in scores.values() if len(y) > 1)
-    return (float(np.sqrt(ss / df)), float(df)) if df > 0 else (np.nan, 0.0)
-
-
-def classify(est: float, rad: float, delta: float) -> str:
-    if not np.isfinite(rad):
+def classify(lower: float, upper: float, delta: float) -> str:
+    if not (np.isfinite(lower) and np.isfinite(upper)):
         return "open"
-    if abs(est) > rad:
+    if lower > 0 or upper < 0:
         return "significant"
-    if abs(est) + rad < delta:
+    if -delta < lower and upper < delta:
         return "equivalent"
     return "open"
 
 
-def decide(comps: list[Comparison], scores: dict[tuple[str, str], dict[str, list[float]]], *,
+def _interval(c: Comparison, arms: dict[str, dict], a: float, method: str, target: float) -> dict:
+    """est, lower, upper, t (seeds behind it), sd (of D, or the largest arm's) of one comparison."""
+    if method == "paired":
+        d = paired_differences(c.coefs, arms)
+        if d.size == 0:
+            return {"est": np.nan, "lower": -np.inf, "upper": np.inf, "t": 0.0, "sigma": np.nan}
+        lo, hi = betting.bounds(d, *c.span, a, target)
+        return {"est": float(d.mean()), "lower": lo, "upper": hi, "t": float(d.size),
+                "sigma": float(d.std(ddof=1)) if d.size > 1 else np.nan}
+    ys = {k: np.array([v for _, v in sorted(arms.get(k, {}).items())], float) for k, _ in c.coefs}
+    if min(y.size for y in ys.values()) == 0:
+        return {"est": np.nan, "lower": -np.inf, "upper": np.inf, "t": 0.0, "sigma": np.nan}
+    lower = upper = 0.0
+    for k, w in c.coefs:
+        lo, hi = betting.bounds(ys[k], 0.0, 1.0, a, target)
+        lower, upper = lower + w * (lo if w > 0 else hi), upper + w * (hi if w > 0 else lo)
+    sds = [float(y.std(ddof=1)) for y in ys.values() if y.size > 1]
+    return {"est": float(sum(w * ys[k].mean() for k, w in c.coefs)), "lower": lower, "upper": upper,
+            "t": float(min(y.size for y in ys.values())), "sigma": max(sds) if sds else np.nan}
+
+
+def decide(comps: list[Comparison], scores: dict[tuple[str, str], dict[str, object]], *,
            alpha: float, delta: float, previous: dict[str, dict] | None = None,
-           family: int | None = None) -> tuple[list[dict], dict]:
-    """One wave's verdicts. scores: (model, task) -> arm key -> per-seed metric. previous: rows
-    by comparison name from earlier waves (a decided one is kept as it was). family: K of the
-    Bonferroni split (default len(comps)). Returns (rows, metrics): a row per comparison
-    (name, kind, model, task, target, est, radius, t, sigma, verdict), metrics the counts."""
+           family: int | None = None, method: str = "paired", target: float = 32) -> tuple[list[dict], dict]:
+    """One wave's verdicts. scores: (model, task) -> arm key -> {seed index: score} (or a list,
+    indexed by position). previous: rows by comparison name from earlier waves (a decided one is
+    kept as it was). family: K of the Bonferroni split (default family_size). target: the seeds
+    per arm the betting stakes are tuned for (the seed cap). Returns (rows, metrics): a row per
+    comparison (name, kind, model, task, target, est, lower, upper, radius, t, sigma, verdict)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     previous = previous or {}
-    a = alpha / (family or len(comps))
-    r = mixing_width(a)
-    sigmas = {cell: corrected_sigma(*pooled_sigma(arms), a) for cell, arms in scores.items()}
+    a = alpha / (family or family_size(comps, method))
+    cells = {cell: {k: by_seed(v) for k, v in arms.items()} for cell, arms in scores.items()}
     rows = []
     for c in comps:
         old = previous.get(c.name)
         if old and old["verdict"] != "open":
             rows.append(old)
             continue
-        arms, sigma = scores[(c.model, c.task)], sigmas[(c.model, c.task)]
-        n = {k: float(len(arms.get(k, []))) for k, _ in c.coefs}
-        if min(n.values()) == 0:
-            est, t, rad = np.nan, 0.0, np.inf
-        else:
-            est = float(sum(w * np.mean(arms[k]) for k, w in c.coefs))
-            t = effective_seeds(c.coefs, n)
-            rad = float(radius(t, sigma, a, r)) if np.isfinite(sigma) and sigma > 0 else np.inf
+        iv = _interval(c, cells.get((c.model, c.task), {}), a, method, target)
+        rad = max(iv["est"] - iv["lower"], iv["upper"] - iv["est"]) if np.isfinite(iv["est"]) else np.inf
         rows.append({"name": c.name, "kind": c.kind, "model": c.model, "task": c.task, "target": c.target,
-                     "est": est, "radius": rad, "t": t, "sigma": sigma, "verdict": classify(est, rad, delta)})
+                     **iv, "radius": float(rad), "verdict": classify(iv["lower"], iv["upper"], delta)})
     metrics = {v: sum(row["verdict"] == v for row in rows) for v in VERDICTS}
-    return rows, {**metrics, "alpha_each": a, "mixing_width": r}
+    return rows, {**metrics, "alpha_each": a}
 
 
-def _t_or_zero(coefs, n: dict[str, float]) -> float:
-    return effective_seeds(coefs, n) if min(n[a] for a, _ in coefs) > 0 else 0.0
+def half_width(c: Comparison, row: dict, n: int, a: float, method: str, target: float,
+               centre: float) -> float:
+    """The half-width c's sequence reaches with n seeds in every arm, for a typical path at
+    `centre` with the noise seen so far (0 before there is any: the noise-free floor)."""
+    sd = row.get("sigma")
+    sd = float(sd) if sd is not None and np.isfinite(sd) else 0.0
+    if method == "paired":
+        return betting.radius(n, sd, centre, *c.span, a, target)
+    # per arm: a typical arm sits near 0.3 of [0, 1] (the floor is what matters: it barely moves)
+    return sum(abs(w) * betting.radius(n, sd, 0.3, 0.0, 1.0, a, target) for _, w in c.coefs)
+
+
+def planning_gap(c: Comparison, row: dict, delta: float) -> tuple[float, float]:
+    """(gap, θ): the half-width that would close c, and the truth it assumes: the estimate moved
+    2 standard errors toward the easier verdict, max(|θ̂| + 2se, δ − max(|θ̂| − 2se, 0)), so a
+    real effect read low on a noisy early estimate is not given up. Without a noise estimate
+    yet, the whole span (anything may still close)."""
+    est, sd, t = row.get("est"), row.get("sigma"), row.get("t") or 0.0
+    if est is None or sd is None or not (np.isfinite(est) and np.isfinite(sd)) or t < 2:
+        return c.span[1] - c.span[0], 0.0
+    se = sd * np.sqrt(sum(w**2 for _, w in c.coefs) / t if row.get("method") == "unpaired" else 1 / t)
+    big, small = abs(est) + 2 * se, max(abs(est) - 2 * se, 0.0)
+    return (big, float(np.sign(est) * big)) if big >= delta - small else (delta - small, float(np.sign(est) * small))
+
+
+def seeds_needed(c: Comparison, row: dict, delta: float, a: float, method: str, target: float,
+                 most: int = 100_000) -> float:
+    """Seeds per arm at which c's sequence reaches planning_gap (inf beyond `most`)."""
+    gap, theta = planning_gap(c, {**row, "method": method}, delta)
+    return betting.samples_to_close(lambda n: half_width(c, row, n, a, method, target, theta), gap, most)
+
+
+def decidable_delta(c: Comparison, row: dict, n: int, a: float, method: str, target: float) -> float:
+    """The smallest margin δ at which c could be shown equivalent with n seeds per arm, if its
+    estimate is the truth: |θ̂| + half-width(n)."""
+    est = row["est"] if row.get("est") is not None and np.isfinite(row["est"]) else 0.0
+    return abs(est) + half_width(c, row, n, a, method, target, est)
+
+
+def _arm(c: Comparison, k: str) -> tuple[str, str, str]:
+    return (c.model, c.task, k)
+
+
+def needs(comps: list[Comparison], rows: list[dict], n: dict[tuple[str, str, str], int],
+          cost: dict[tuple[str, str, str], float], *, alpha: float, delta: float, family: int | None = None,
+          most: int = 32, method: str = "paired", budget_left: float | None = None) -> list[dict]:
+    """Per open comparison, what closing it takes under the sequence in use: seeds per arm
+    (seeds_needed), the device-hours to get every arm there, `blocked` ("seed cap", "budget" or
+    ""), and the δ decidable at the cap (decidable_delta)."""
+    a = alpha / (family or family_size(comps, method))
+    by_name = {row["name"]: row for row in rows}
+    out = []
+    for c in comps:
+        row = by_name[c.name]
+        if row["verdict"] != "open":
+            continue
+        now = min(n.get(_arm(c, k), 0) for k, _ in c.coefs)
+        need = max(seeds_needed(c, row, delta, a, method, most), now + 1.0)  # still open: at least one more
+        hours = (sum(max(need - n.get(_arm(c, k), 0), 0) * cost.get(_arm(c, k), 1.0) for k, _ in c.coefs)
+                 if np.isfinite(need) else np.inf)
+        blocked = "seed cap" if need > most else "budget" if budget_left is not None and hours > budget_left else ""
+        out.append({"name": c.name, "seeds": now, "seeds_needed": need, "hours_needed": hours, "blocked": blocked,
+                    "delta_at_cap": decidable_delta(c, row, most, a, method, most)})
+    return out
 
 
 def allocate(comps: list[Comparison], rows: list[dict], n: dict[tuple[str, str, str], int],
              cost: dict[tuple[str, str, str], float], slots: int, *, alpha: float, delta: float,
-             family: int | None = None, most: int = 64) -> tuple[dict[tuple[str, str, str], int], dict]:
+             family: int | None = None, most: int = 32, method: str = "paired",
+             budget_left: float | None = None) -> tuple[dict[tuple[str, str, str], int], dict]:
     """The next wave: `slots` runs, one at a time to the arm (model, task, key) whose next seed
-    closes the most open comparisons per device-hour:
+    does the most for the comparisons that can still close (`needs` with blocked == ""):
 
-        score(a) = Σ_{open c ∋ a} min(1, (t_c(n + e_a) − t_c(n)) / (t*_c − t_c(n))) / cost(a)
+        score(a) = Σ_{closable c ∋ a, n_a = m_c} 1 / ((N_c − m_c) · h_c)
 
-    t*_c the effective seeds at which c's sequence would close if its current estimate were the
-    truth (the radius reaches max(|θ̂|, δ − |θ̂|), the nearer verdict). Arms at `most` seeds get
-    none. Returns ({arm: added seeds}, metrics)."""
-    a = alpha / (family or len(comps))
-    r = mixing_width(a)
-    by_name = {row["name"]: row for row in rows}
-    open_ = [c for c in comps if by_name[c.name]["verdict"] == "open"]
-    need = {}
-    for c in open_:
-        row = by_name[c.name]
-        est = row["est"] if np.isfinite(row["est"]) else 0.0
-        ok = row["sigma"] is not None and np.isfinite(row["sigma"])
-        need[c.name] = seeds_to_close(max(abs(est), delta - abs(est)), row["sigma"], a, r) if ok else np.inf
+    m_c = min_{b∈c} n_b the seeds c rests on now (paired: complete seed indices), N_c its seeds
+    needed, h_c the device-hours of one more seed in each arm of c at m_c (the bottlenecks: a
+    seed elsewhere adds no pair). An arm gets nothing once its comparisons are decided or blocked,
+    nor beyond `most` seeds. Returns ({arm: added seeds}, metrics)."""
+    plan = {p["name"]: p for p in needs(comps, rows, n, cost, alpha=alpha, delta=delta, family=family,
+                                        most=most, method=method, budget_left=budget_left)}
+    live = [c for c in comps if c.name in plan and not plan[c.name]["blocked"]]
     planned, added = dict(n), {}
     for _ in range(slots):
         score: dict[tuple[str, str, str], float] = {}
-        for c in open_:
-            cur = {k: float(planned.get((c.model, c.task, k), 0)) for k, _ in c.coefs}
-            t = _t_or_zero(c.coefs, cur)
-            for k, _ in c.coefs:
-                arm = (c.model, c.task, k)
-                if planned.get(arm, 0) >= most:
-                    continue
-                # without a noise estimate yet (one seed per arm) every seed of the comparison counts fully
-                gain = ((_t_or_zero(c.coefs, {**cur, k: cur[k] + 1}) - t) / max(need[c.name] - t, 1e-9)
-                        if np.isfinite(need[c.name]) else 1.0)
-                score[arm] = score.get(arm, 0.0) + min(gain, 1.0) / max(cost.get(arm, 1.0), 1e-12)
+        for c in live:
+            have = {k: planned.get(_arm(c, k), 0) for k, _ in c.coefs}
+            m = min(have.values())
+            if m >= plan[c.name]["seeds_needed"]:
+                continue
+            low = [k for k, v in have.items() if v == m]
+            h = sum(max(cost.get(_arm(c, k), 1.0), 1e-12) for k in low)
+            for k in low:
+                if have[k] < most:
+                    arm = _arm(c, k)
+                    score[arm] = score.get(arm, 0.0) + 1.0 / ((plan[c.name]["seeds_needed"] - m) * h)
         if not score:
             break
         best = max(sorted(score), key=score.get)
         planned[best] = planned.get(best, 0) + 1
         added[best] = added.get(best, 0) + 1
-    return added, {"open": len(open_), "runs": sum(added.values()),
+    return added, {"open": len(plan), "closable": len(live), "runs": sum(added.values()),
                    "hours": sum(cost.get(arm, 1.0) * k for arm, k in added.items())}

@@ -39,7 +39,10 @@ class DecideOptions:
     delta: float = 0.02  # equivalence margin on pass@1
     alpha: float = 0.05  # family-wise, over all comparisons and waves
     wave: int | None = None  # runs per added wave (default: the runner's slots)
-    most_seeds: int = 32
+    most_seeds: int = 32  # seed cap per arm; the betting stakes are tuned to close near it
+    # "paired": one sequence per comparison on seed-index paired differences; "unpaired": one per
+    # arm mean, combined by interval sums (analysis/decide.py)
+    method: str = "paired"
 
 
 def arm_key(tricks: str) -> str:
@@ -48,7 +51,7 @@ def arm_key(tricks: str) -> str:
 
 
 def observe(sweep: reg.Sweep) -> tuple[dict, dict, dict]:
-    """(scores, seeds, cost): (model, task) -> key -> per-seed final pass@1 of finished runs;
+    """(scores, seeds, cost): (model, task) -> key -> {seed index: final pass@1} of finished runs;
     (model, task, key) -> cells registered (pending included); -> mean device-hours of a run."""
     scores: dict = {}
     seeds: dict = {}
@@ -60,7 +63,7 @@ def observe(sweep: reg.Sweep) -> tuple[dict, dict, dict]:
         if cell.run.status in reg.DONE and summary.exists():
             final = json.loads(summary.read_text()).get("final") or {}
             if METRIC in final:
-                scores.setdefault(arm[:2], {}).setdefault(arm[2], []).append(float(final[METRIC]))
+                scores.setdefault(arm[:2], {}).setdefault(arm[2], {})[cell.seed] = float(final[METRIC])
                 hours.setdefault(arm, []).append(cell.run.gpu_hours)
     every = [h for hs in hours.values() for h in hs]
     fallback = sum(every) / len(every) if every else 1.0
@@ -125,7 +128,8 @@ def waves(session: Session, sweep: reg.Sweep) -> list[reg.DecideWave]:
 
 def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, opts: SweepOptions,
                dopts: DecideOptions, on_event=None, say=print) -> str:
-    """The --decide loop; returns why it stopped ("decided", "budget", "seed cap")."""
+    """The --decide loop; returns why it stopped ("decided", "budget", "cannot close": every open
+    comparison is beyond the seed cap or the budget)."""
     budget = dopts.budget if dopts.budget is not None else plan.limit
     comps = dec.comparisons(_arms(plan))
     devices = {c.model: load_card(c.model).gpus for c in plan.cells}
@@ -138,7 +142,7 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
         # a restart that finds no new finished run (a budget stop, raised) re-analyses the last wave
         wave = (done[-1].wave if done[-1].runs == runs else done[-1].wave + 1) if done else 0
         rows, m = dec.decide(comps, scores, alpha=dopts.alpha, delta=dopts.delta,
-                             previous=previous_rows(session, sweep), family=len(comps))
+                             previous=previous_rows(session, sweep), method=dopts.method, target=dopts.most_seeds)
         w = record(session, sweep, wave, rows, hours, runs)
         say(f"wave {wave}: {hours:.3g} {sweep.unit} spent; {m['significant']} significant, "
             f"{m['equivalent']} equivalent, {m['open']} open of {len(comps)}")
@@ -147,16 +151,32 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
             return "decided"
         slots = dopts.wave or runner.slots
         mean_cost = sum(cost.values()) / len(cost)
-        if budget is not None:
-            slots = min(slots, int((budget - hours) / mean_cost))
-        added, _ = dec.allocate(comps, rows, seeds, cost, max(slots, 0), alpha=dopts.alpha, delta=dopts.delta,
-                                family=len(comps), most=dopts.most_seeds)
+        left = None if budget is None else budget - hours
+        if left is not None:
+            slots = min(slots, int(left / mean_cost))
+        common = dict(alpha=dopts.alpha, delta=dopts.delta, most=dopts.most_seeds, method=dopts.method, budget_left=left)
+        if wave == 0:
+            say_needs(dec.needs(comps, rows, seeds, cost, **common), dopts, say)
+        added, _ = dec.allocate(comps, rows, seeds, cost, max(slots, 0), **common)
         if not added:
             session.commit()
-            return "budget" if slots <= 0 else "seed cap"
+            return "budget" if slots <= 0 else "cannot close"
         cells = new_cells(plan, sweep, added)
         w.added_json = json.dumps(json.loads(w.added_json or "[]") + [c.run_id for c in cells])
         reg.register_cells(session, sweep, cells, [None] * len(cells), Path(opts.workspace) / "runs", devices)
+
+
+def say_needs(plan: list[dict], dopts: DecideOptions, say=print) -> None:
+    """Print, per open comparison, the seeds per arm it needs under the sequence in use, whether
+    the seed cap or the budget blocks it (the allocator then spends nothing on it), and the δ it
+    could be decided at within the cap."""
+    blocked = [p for p in plan if p["blocked"]]
+    say(f"{len(plan)} open comparisons; {len(blocked)} cannot close within the seed cap "
+        f"({dopts.most_seeds}) or the budget at δ = {dopts.delta:g}:")
+    for p in plan:
+        need = "never" if not math.isfinite(p["seeds_needed"]) else f"{p['seeds_needed']:.0f}"
+        flag = f"  BLOCKED by the {p['blocked']}; decidable at δ ≥ {p['delta_at_cap']:.3g}" if p["blocked"] else ""
+        say(f"  {p['name']}: {p['seeds']} seeds per arm now, needs {need}{flag}")
 
 
 def _arms(plan: Plan) -> dict[tuple[str, str], list[str]]:

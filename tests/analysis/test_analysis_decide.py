@@ -1,9 +1,10 @@
-"""Sequential decisions: the confidence sequences hold at every wave, verdicts and allocation."""
+"""Sequential decisions: betting confidence sequences hold at every look, verdicts, pairing,
+what closing a comparison needs, and where the next seeds go."""
 
 import numpy as np
 import pytest
 
-from grpo_lab.analysis import decide
+from grpo_lab.analysis import betting, decide
 
 KEYS = ["baseline", "a", "b", "c", "a+b", "a+b+c"]
 
@@ -14,77 +15,116 @@ def test_comparisons_are_effects_and_interactions_whose_singles_ran():
     assert kinds.count(("effect", "d+e")) == 1 and ("interaction", "d+e") not in kinds  # d, e never ran alone
     inter = next(c for c in comps if c.kind == "interaction" and c.target == "a+b+c")
     assert dict(inter.coefs) == {"a+b+c": 1.0, "a": -1.0, "b": -1.0, "c": -1.0, "baseline": 2.0}
-    assert sum(w for _, w in inter.coefs) == 0
+    assert sum(w for _, w in inter.coefs) == 0 and inter.span == (-3.0, 3.0)
 
 
-def test_sequence_holds_at_every_wave_while_repeated_t_tests_do_not():
-    """30 looks, one seed per arm per look, no effect: the confidence sequence ever excludes the
-    truth in at most α of the paths; a plain 95% interval at every look does far more often."""
-    rng = np.random.default_rng(0)
-    alpha, paths, looks, arms = 0.05, 600, 30, 6
-    comps = decide.comparisons({("m", "t"): ["baseline", "x1", "x2", "x3", "x4", "x5"]})
-    miss_cs = miss_naive = 0
-    for _ in range(paths):
-        y = rng.normal(0.3, 0.02, (arms, looks + 1))
-        ever_cs = ever_naive = False
+@pytest.mark.parametrize("p", [0.03, 0.5])
+def test_betting_sequence_holds_at_every_look_where_repeated_t_intervals_do_not(p):
+    """Bernoulli(p) observations (skewed at p = 0.03), 40 looks: the sequence ever excludes the
+    truth in at most α of the paths; a 95% t interval at every look does more often."""
+    rng = np.random.default_rng(1)
+    alpha, paths, looks = 0.1, 300, 40
+    x = (rng.random((paths, looks)) < p).astype(float)
+    miss_cs = miss_t = 0
+    for path in x:
+        ever_cs = ever_t = False
         for n in range(2, looks + 1):
-            scores = {("m", "t"): {k: list(y[i, :n]) for i, k in enumerate(["baseline", "x1", "x2", "x3", "x4", "x5"])}}
-            rows, _ = decide.decide(comps[:1], scores, alpha=alpha, delta=1e-9)
-            ever_cs |= rows[0]["verdict"] == "significant"
-            d = y[1, :n].mean() - y[0, :n].mean()
-            ever_naive |= abs(d) > 1.96 * 0.02 * np.sqrt(2 / n)
+            lo, hi = betting.bounds(path[:n], 0.0, 1.0, alpha, looks)
+            ever_cs |= not lo <= p <= hi
+            sd = path[:n].std(ddof=1)
+            ever_t |= abs(path[:n].mean() - p) > 2.0 * sd / np.sqrt(n) or sd == 0
         miss_cs += ever_cs
-        miss_naive += ever_naive
+        miss_t += ever_t
     assert miss_cs / paths <= alpha
-    assert miss_naive / paths > 2 * alpha
+    assert miss_t / paths > 2 * alpha
+
+
+def test_bounds_shrink_around_the_mean_and_respect_the_noise_free_floor():
+    x = np.full(200, 0.3)
+    lo, hi = betting.bounds(x, 0.0, 1.0, 0.01, 200)
+    assert lo < 0.3 < hi and hi - lo < 0.1
+    assert betting.bounds(x[:10], 0.0, 1.0, 0.01, 200)[1] > hi  # fewer seeds: wider
+    floor = betting.min_samples(0.05, -1.0, 1.0, 0.0, 0.01)
+    assert betting.radius(int(floor) - 1, 0.0, 0.0, -1.0, 1.0, 0.01, 100) > 0.05
 
 
 def test_verdicts():
-    assert decide.classify(0.1, 0.05, 0.02) == "significant"
-    assert decide.classify(0.001, 0.01, 0.02) == "equivalent"
-    assert decide.classify(0.008, 0.015, 0.02) == "open"
-    assert decide.classify(0.0, np.inf, 0.02) == "open"
+    assert decide.classify(0.01, 0.2, 0.02) == "significant"
+    assert decide.classify(-0.2, -0.01, 0.02) == "significant"
+    assert decide.classify(-0.01, 0.015, 0.02) == "equivalent"
+    assert decide.classify(-0.01, 0.03, 0.02) == "open"
+    assert decide.classify(-np.inf, np.inf, 0.02) == "open"
+
+
+def test_paired_differences_use_the_seed_indices_every_arm_ran_in_seed_order():
+    arms = {"a": {0: 0.5, 1: 0.6, 3: 0.9, 2: 0.7}, "baseline": {2: 0.1, 0: 0.2, 1: 0.4}}
+    d = decide.paired_differences((("a", 1.0), ("baseline", -1.0)), arms)
+    assert d == pytest.approx([0.3, 0.2, 0.6])
 
 
 def scores_for(effects: dict, n: int, sd=0.01, seed=0):
     rng = np.random.default_rng(seed)
-    return {("m", "t"): {k: list(0.3 + effects.get(k, 0.0) + rng.normal(0, sd, n)) for k in KEYS}}
+    return {("m", "t"): {k: list(np.clip(0.3 + effects.get(k, 0.0) + rng.normal(0, sd, n), 0, 1)) for k in KEYS}}
 
 
-def test_a_big_effect_is_decided_and_kept_and_small_ones_stay_open_at_few_seeds():
+@pytest.mark.parametrize("method", decide.METHODS)
+def test_a_big_effect_is_decided_and_kept_and_small_ones_stay_open_at_few_seeds(method):
     comps = decide.comparisons({("m", "t"): KEYS})
-    rows, m = decide.decide(comps, scores_for({"a": 0.3}, 4), alpha=0.05, delta=0.005)
+    rows, m = decide.decide(comps, scores_for({"a": 0.5}, 40), alpha=0.05, delta=0.005, method=method)
     by = {r["name"]: r for r in rows}
     assert by["m/t/effect:a"]["verdict"] == "significant" and by["m/t/effect:b"]["verdict"] == "open"
-    assert m["significant"] + m["equivalent"] + m["open"] == len(comps)
-    later, _ = decide.decide(comps, scores_for({}, 4, seed=1), alpha=0.05, delta=0.005, previous=by)
+    assert by["m/t/effect:a"]["lower"] > 0 and m["significant"] + m["equivalent"] + m["open"] == len(comps)
+    later, _ = decide.decide(comps, scores_for({}, 40, seed=1), alpha=0.05, delta=0.005, previous=by, method=method)
     assert {r["name"]: r for r in later}["m/t/effect:a"]["verdict"] == "significant"  # kept
 
 
-def test_allocation_goes_to_open_comparisons_and_prefers_cheap_arms():
+def test_pairing_cancels_a_shared_seed_part():
+    """Arms that share a large seed-level component: the paired interval is narrower."""
+    rng = np.random.default_rng(0)
+    shared = rng.normal(0, 0.15, 120)
+    scores = {("m", "t"): {k: list(np.clip(0.5 + shared + rng.normal(0, 0.01, 120), 0, 1)) for k in ["baseline", "a"]}}
+    comps = decide.comparisons({("m", "t"): ["baseline", "a"]})
+    (p,), _ = decide.decide(comps, scores, alpha=0.05, delta=0.05, method="paired", target=120)
+    (u,), _ = decide.decide(comps, scores, alpha=0.05, delta=0.05, method="unpaired", target=120)
+    assert p["upper"] - p["lower"] < 0.8 * (u["upper"] - u["lower"])
+
+
+def test_needs_flags_what_the_cap_cannot_close_and_the_margin_it_could():
     comps = decide.comparisons({("m", "t"): KEYS})
-    rows, _ = decide.decide(comps, scores_for({"a": 0.3, "c": 0.3}, 3), alpha=0.05, delta=0.005)
+    rows, _ = decide.decide(comps, scores_for({"a": 0.5}, 8), alpha=0.05, delta=0.02)
+    n = {("m", "t", k): 8 for k in KEYS}
+    plan = {p["name"]: p for p in decide.needs(comps, rows, n, {}, alpha=0.05, delta=0.02, most=32)}
+    assert "m/t/effect:a" not in plan or plan["m/t/effect:a"]["seeds_needed"] <= 32
+    b = plan["m/t/effect:b"]
+    assert b["blocked"] == "seed cap" and b["seeds_needed"] > 32 and b["delta_at_cap"] > 0.02
+    wider = decide.needs(comps, rows, n, {}, alpha=0.05, delta=b["delta_at_cap"] * 1.2, most=32)
+    assert {p["name"]: p for p in wider}["m/t/effect:b"]["blocked"] == ""
+    tight = decide.needs(comps, rows, n, {}, alpha=0.05, delta=0.5, most=32, budget_left=1.0)
+    assert {p["name"]: p for p in tight}["m/t/effect:b"]["blocked"] == "budget"
+
+
+def test_allocation_goes_to_comparisons_that_can_close_and_prefers_cheap_arms():
+    comps = decide.comparisons({("m", "t"): KEYS})
+    rows, _ = decide.decide(comps, scores_for({"a": 0.3, "c": 0.3}, 3), alpha=0.05, delta=0.5)
     n = {("m", "t", k): 3 for k in KEYS}
     cost = {arm: 1.0 for arm in n}
-    added, m = decide.allocate(comps, rows, n, cost, slots=8, alpha=0.05, delta=0.005)
+    added, m = decide.allocate(comps, rows, n, cost, slots=8, alpha=0.05, delta=0.5)
     assert sum(added.values()) == 8 == m["runs"] and m["hours"] == 8.0
     assert ("m", "t", "baseline") in added  # it serves every open comparison
-    cheap_b = decide.allocate(comps, rows, n, {**cost, ("m", "t", "b"): 0.01}, slots=4, alpha=0.05, delta=0.005)[0]
-    assert cheap_b.get(("m", "t", "b"), 0) >= 3
+    cheap_b = decide.allocate(comps, rows, n, {**cost, ("m", "t", "b"): 0.01}, slots=4, alpha=0.05, delta=0.5)[0]
+    assert cheap_b.get(("m", "t", "b"), 0) >= 2
     done = [{**r, "verdict": "significant"} for r in rows]
-    assert decide.allocate(comps, done, n, cost, slots=4, alpha=0.05, delta=0.005)[0] == {}
-
-
-def test_radius_shrinks_with_seeds_and_seeds_to_close_inverts_it():
-    r = decide.mixing_width(0.001)
-    t = decide.seeds_to_close(0.01, 0.02, 0.001, r)
-    assert float(decide.radius(t, 0.02, 0.001, r)) == pytest.approx(0.01, rel=1e-3)
-    assert decide.radius(2 * t, 0.02, 0.001, r) < decide.radius(t, 0.02, 0.001, r)
+    assert decide.allocate(comps, done, n, cost, slots=4, alpha=0.05, delta=0.5)[0] == {}
+    nulls, _ = decide.decide(comps, scores_for({}, 3), alpha=0.05, delta=0.001)
+    hopeless, m = decide.allocate(comps, nulls, n, cost, slots=4, alpha=0.05, delta=0.001, most=32)
+    assert hopeless == {} and m["closable"] == 0  # no effect, ±0.001 on [0, 1] outcomes: 32 seeds cannot
+    big, m = decide.allocate(comps, rows, n, cost, slots=4, alpha=0.05, delta=0.001, most=32)
+    assert m["closable"] == 2 and set(big) <= {("m", "t", k) for k in ("a", "c", "baseline")}  # the two big effects
 
 
 def test_one_seed_per_arm_still_gets_a_second_wave():
     comps = decide.comparisons({("m", "t"): KEYS})
-    rows, m = decide.decide(comps, scores_for({}, 1), alpha=0.05, delta=0.005)
-    assert m["open"] == len(comps)  # no noise estimate: nothing can be decided
-    added, _ = decide.allocate(comps, rows, {("m", "t", k): 1 for k in KEYS}, {}, slots=6, alpha=0.05, delta=0.005)
+    rows, m = decide.decide(comps, scores_for({}, 1), alpha=0.05, delta=0.5)
+    assert m["open"] == len(comps)
+    added, _ = decide.allocate(comps, rows, {("m", "t", k): 1 for k in KEYS}, {}, slots=6, alpha=0.05, delta=0.5)
     assert sum(added.values()) == 6
