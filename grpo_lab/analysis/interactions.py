@@ -13,8 +13,11 @@ Variance, `variance="pooled"` (default): one seed-to-seed noise σ per (model, t
 its trick sets (two-way set + seed residual when every set ran the same seeds, so a seed's shared
 prompt order and sampling stream cancels), se = σ·√(Σ c_j²/n_j) on the pooled degrees of
 freedom: 5 seeds of 11 trick sets give 40 df where a paired contrast has 4, which is what makes
-a 3σ interaction detectable with 5 seeds. It assumes seed noise is alike across the sets of a cell; sets with a
-collapsed run stay out of the pool (a collapse is a regime change, not noise).
+a 3σ interaction detectable with 5 seeds. It assumes seed noise is alike across the sets of a cell.
+A collapsed run is one of its arm's outcomes, so it stays in the pool: leaving it out would judge
+the arms that collapse, whose runs are the noisy ones, with the calm arms' noise. How often an arm
+collapses is compared on its own: `collapsed_only_in_combination` needs the combination's collapse
+count to exceed its singles' by a one-sided Fisher exact test, Holm-adjusted over the combinations.
 `variance="paired"`: each contrast on its own: per-seed contrasts over the seeds all its sets
 share (t-test, n − 1 df), Welch's variance sum when fewer than two seeds are shared.
 """
@@ -26,6 +29,8 @@ from functools import lru_cache
 
 import numpy as np
 import polars as pl
+
+from scipy.stats import fisher_exact
 
 from grpo_lab.analysis import stats
 from grpo_lab.spec.tricks import load_catalog, same_dimension_pairs
@@ -121,10 +126,7 @@ def task_arms(frame: pl.DataFrame) -> list[TaskArms]:
             arm.collapse += col
         for arm in arms.values():
             arm.collapse /= len(arm.by_seed)
-        calm = [a for a in arms.values() if a.collapse == 0]
-        sigma, df = pooled_noise(calm)
-        if not df or not sigma > 0:  # too few calm arms, or only copies of one run (a trick that did nothing)
-            sigma, df = pooled_noise(list(arms.values()))
+        sigma, df = pooled_noise(list(arms.values()))
         out.append(TaskArms(model, task, arms, sigma, df))
     return out
 
@@ -146,6 +148,11 @@ def contrast(cell: TaskArms, coefs: dict[str, float], variance: str = "pooled") 
     var = np.array([a.y.var(ddof=1) if len(a.by_seed) > 1 else np.nan for a in arms])
     return Contrast(float(c @ means), float(np.sqrt((c**2 * var / n).sum())), stats.welch_df(c, var, n),
                     int(n.min()), float(np.sqrt((c**2 * var).sum())), "welch")
+
+
+def _more_collapses_p(table: list[list[int]]) -> float:
+    """One-sided Fisher exact p of a 2x2 [[hits, misses] combination, [hits, misses] singles]."""
+    return fisher_exact(table, alternative="greater").pvalue
 
 
 @lru_cache(maxsize=4096)
@@ -219,7 +226,11 @@ def _interaction_row(cell: TaskArms, key: str, variance: str) -> dict | None:
     singles = {t: contrast(part, {t: 1.0, BASELINE: -1.0}, variance).est for t in tricks}
     best = max(singles, key=singles.get)
     vs_best = contrast(part, {key: 1.0, best: -1.0}, variance)
-    calm_singles = all(cell.arms[t].collapse == 0 for t in tricks)
+    n_combo, n_single = len(cell.arms[key].by_seed), sum(len(cell.arms[t].by_seed) for t in tricks)
+    hits_combo = round(cell.arms[key].collapse * n_combo)
+    hits_single = round(sum(cell.arms[t].collapse * len(cell.arms[t].by_seed) for t in tricks))
+    # one-sided: more collapses in the combination than its singles' rate explains
+    collapse_p = float(_more_collapses_p([[hits_combo, n_combo - hits_combo], [hits_single, n_single - hits_single]]))
     return {
         "model": cell.model, "task": cell.task, "tricks": cell.arms[key].label, "n_tricks": k, "n_seeds": inter.n,
         "expected": contrast(part, {**{t: 1.0 for t in tricks}, BASELINE: -float(k)}, variance).est,
@@ -228,7 +239,7 @@ def _interaction_row(cell: TaskArms, key: str, variance: str) -> dict | None:
         "best_est": vs_best.est, "best_se": vs_best.se, "best_df": vs_best.df,
         "noise_sd": cell.sigma, "best_single": cell.arms[best].label, "best_single_effect": singles[best],
         "collapse_rate": cell.arms[key].collapse,
-        "collapsed_only_in_combination": cell.arms[key].collapse > 0 and calm_singles,
+        "collapse_p": collapse_p if hits_combo > 0 else 1.0,
         "method": inter.method, "warnings": dimension_warning(key),
     }
 
@@ -244,7 +255,7 @@ INTERACTION_SCHEMA = {
 
 def verdict(alpha: float) -> pl.Expr:
     """One word per combination, first match wins (most actionable first):
-    collapsed_only_in_combination > harmful (observed < 0, BH q ≤ α) > negative_interaction
+    collapsed_only_in_combination (collapses more often than its singles, Holm over combinations) > harmful (observed < 0, BH q ≤ α) > negative_interaction
     (interaction < −δ, q ≤ α) > below_best_single (observed < best single's effect, BH q ≤ α) >
     synergy (interaction > δ, q ≤ α) > additive (95% CI within ±δ, or not significant with the
     power to see ±δ) > inconclusive."""
@@ -266,7 +277,7 @@ def interactions(df: pl.DataFrame, metric: str, *, delta: float | None = None, a
     """Interaction of every multi-trick set whose singles and baseline ran in its cell, one row
     each (INTERACTION_SCHEMA). q_value: BH over all rows (the screening flag); p_holm: Holm,
     for a claim that must hold family-wise. `flagged` is docs/design.md §6's negative interaction:
-    interaction < −δ with q ≤ α, or a collapse only in the combination. δ (`delta`, in metric
+    interaction < −δ with q ≤ α, or collapsed_only_in_combination. δ (`delta`, in metric
     units, logit units with logit=True) defaults to the cell's seed-to-seed noise σ: an
     interaction smaller than one seed's wobble is not worth a claim at any seed count.
     seeds_needed: seeds for a 95% CI half-width below δ at the observed variance."""
@@ -277,6 +288,7 @@ def interactions(df: pl.DataFrame, metric: str, *, delta: float | None = None, a
         return pl.DataFrame(schema=INTERACTION_SCHEMA)
     out = pl.DataFrame(rows).sort("model", "task", "n_tricks", "tricks")
     out = _tests(_tests(_tests(out, alpha), alpha, "obs_"), alpha, "best_")
+    out = out.with_columns(pl.Series("collapsed_only_in_combination", stats.holm(out["collapse_p"]) <= alpha))
     d = out["noise_sd"] if delta is None else pl.Series([float(delta)] * out.height)
     need = stats.seeds_needed(out["sd_unit"], d, out["df"] / (out["n_seeds"] - 1).clip(lower_bound=1), alpha)
     out = out.with_columns(

@@ -85,16 +85,33 @@ def test_inconclusive_reports_the_seeds_it_would_take():
     assert r["verdict"] == "inconclusive" and r["seeds_needed"] > 3
 
 
-def test_collapsed_only_in_combination_comes_first():
+def test_collapsed_only_in_combination_comes_first_when_the_combination_collapses_more():
     means = {"baseline": 0.0, "a": 1.0, "b": 1.0, "a+b": 3.0}
-    collapsed = {k: [k == "a+b" and i == 0 for i in range(5)] for k in means}
+    collapsed = {k: [k == "a+b" for _ in range(5)] for k in means}
     df = noisy(means).with_columns(pl.Series("collapsed", [c for k in means for c in collapsed[k]]))
     r = interactions(df, "m").row(0, named=True)
-    assert r["verdict"] == "collapsed_only_in_combination" and r["flagged"] and r["collapse_rate"] == 0.2
-    # the same collapse in a single as well: no longer "only in combination"
-    df = df.with_columns(pl.when((pl.col("tricks") == "a") & (pl.col("seed") == 1)).then(True)
-                         .otherwise(pl.col("collapsed")).alias("collapsed"))
+    assert r["verdict"] == "collapsed_only_in_combination" and r["flagged"] and r["collapse_rate"] == 1.0
+    # a single that collapses as often: the combination's collapses are explained by it
+    df = df.with_columns(pl.when(pl.col("tricks") == "a").then(True).otherwise(pl.col("collapsed")).alias("collapsed"))
     assert interactions(df, "m")["verdict"][0] == "synergy"
+
+
+def test_one_collapsed_seed_is_not_a_collapse_rate_nor_a_tight_harmful_effect():
+    """Calm arms with little noise and one collapsed seed in a combination: the collapse is part of
+    that arm's outcome, so the pooled noise carries it (no tight CI, no 'harmful'), and 1 of 5
+    collapses is no evidence the combination collapses more than its singles."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for key in ["baseline", "a", "b", "a+b"]:
+        for seed in range(5):
+            down = key == "a+b" and seed == 0
+            rows.append({"model": "m", "task": "t", "tricks": key, "seed": seed, "collapsed": down,
+                         "pass@1": 0.0 if down else 0.3 + rng.normal(0, 0.005)})
+    df = pl.DataFrame(rows)
+    r = interactions(df, "pass@1", delta=0.02).row(0, named=True)
+    assert not r["collapsed_only_in_combination"] and r["verdict"] not in ("harmful", "collapsed_only_in_combination")
+    e = effects(df, "pass@1").filter(pl.col("tricks") == "a+b").row(0, named=True)
+    assert e["ci_high"] > 0  # the collapsed seed widens its own CI
 
 
 def test_logit_handles_pass_rates_of_zero_and_one():
