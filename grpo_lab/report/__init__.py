@@ -53,7 +53,7 @@ def prepare(data: ReportData, policy: VerdictPolicy = VerdictPolicy(),
     """Everything the report shows, computed: stats, verdicts, figures."""
     stats = run_stats(data.runs)
     chosen = choose_sets(data, figure_limits)
-    verdicts = verdict_table(stats, data.effects, data.interactions, policy)
+    verdicts = verdict_table(stats, data.effects, data.interactions, policy, data.decisions)
     figures = make_figures(data, chosen, figure_limits)
     return Parts(data, stats, chosen, verdicts, figures, policy, table_limits)
 

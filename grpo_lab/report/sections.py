@@ -82,7 +82,7 @@ def _capped(rows: list[list[TableCell]], limit: int, what: str) -> tuple[list[li
 
 
 def _verdict_table(verdicts: pl.DataFrame, unit: str, metric: str, limit: int) -> Table:
-    headers = ["model", "task", "trick set", "n", f"effect on {metric}", "CI", "p",
+    headers = ["model", "task", "trick set", "n", f"effect on {metric}", "CI", "p", "p (Holm)",
                f"{unit} / run", f"extra {unit} / run", f"extra {unit} / point",
                f"{unit.replace('-h', '-s')} / effective sample", "verdict", "why"]
     rows: list[list[TableCell]] = []
@@ -90,7 +90,7 @@ def _verdict_table(verdicts: pl.DataFrame, unit: str, metric: str, limit: int) -
         per_sample = r["cost_per_effective_sample"]
         rows.append(_keys(r) + [
             _text(r["n"]), signed(r["effect"]), interval(r["ci_low"], r["ci_high"]),
-            p_value(r["p_value"]), num(r["hours_per_run"]), signed(r["extra_hours"]),
+            p_value(r["p_value"]), p_value(r["p_holm"]), num(r["hours_per_run"]), signed(r["extra_hours"]),
             num(r["hours_per_point"]),
             num(None if per_sample is None else per_sample * 3600),
             Badge(r["verdict"], TONES[r["verdict"]]), r["reason"]])
@@ -217,8 +217,10 @@ def _decision_blocks(decisions: dict, unit: str) -> list[Block]:
         f"--decide: {len(waves)} wave(s), {waves[-1]['runs']} runs, {num(waves[-1]['hours'])} {unit}. "
         f"Decided {by_kind['effect'][0]} of {by_kind['effect'][1]} effects and {by_kind['interaction'][0]} of "
         f"{by_kind['interaction'][1]} interactions: {counts['significant']} significant, {counts['equivalent']} "
-        f"equivalent within ±δ, {counts['open']} open. Normal-mixture confidence sequences, Bonferroni over the "
-        "comparisons: family-wise error ≤ α at every wave, whenever the sweep stopped.")
+        f"equivalent within ±δ, {counts['open']} open. Betting confidence sequences for bounded outcomes "
+        "(Waudby-Smith & Ramdas 2023) on seed-index paired contrasts, Bonferroni over the comparisons: "
+        "family-wise error ≤ α at every wave, whenever the sweep stopped, for any distribution of a run's score. "
+        "These are the verdict table's labels.")
     wave_table = Table(["wave", f"{unit} spent", "runs", "significant", "equivalent", "open", "runs added"],
                        [[str(w["wave"]), num(w["hours"]), str(w["runs"]), str(w["significant"]),
                          str(w["equivalent"]), str(w["open"]), str(w["added"])] for w in waves])
@@ -262,13 +264,16 @@ def _verdicts(p: Parts, unit: str) -> list[Block]:
     if p.verdicts.is_empty():
         return [Paragraph("No effects yet: no trick set has runs to compare with its baseline.")]
     counts = Counter(p.verdicts["verdict"].to_list())
+    decided = bool((p.data.decisions or {}).get("verdicts"))
+    basis = ("--decide's verdicts (decisions section), valid for how its seeds were added"
+             if decided else f"Holm-adjusted p ≤ {p.policy.alpha:g} over the table's {p.verdicts.height} effects")
     return [
         Paragraph(f"Effect of each trick set on {p.data.metric} against the baseline of the same "
-                  f"model and task, its confidence interval, and its price in {unit}. Worth it: "
-                  "CI above 0 and at most "
+                  f"model and task, its confidence interval and p (uncorrected numbers), and its price in "
+                  f"{unit}. Labels come from {basis}. Worth it: a significant gain at most "
                   f"{p.policy.max_hours_per_point:g}× a baseline run's hours per point "
                   f"(1 point = {p.policy.point:g} of {p.data.metric}). Harmful in combination: part "
-                  "of a combination flagged in the interactions section, whatever it does alone."),
+                  "of a combination the interaction detector flags, whatever it does alone."),
         Paragraph(" · ".join(f"{n} {v}" for v, n in counts.most_common())),
         _verdict_table(p.verdicts, unit, p.data.metric, p.limits.verdicts),
     ]

@@ -1,11 +1,19 @@
 """Per trick set: worth it, not worth its cost, harmful, or harmful in combination.
 
+One set of verdicts per sweep, corrected for the family of comparisons it makes. Without
+--decide the effects' p-values are Holm-adjusted over every effect in the table; after --decide
+the labels are --decide's own verdicts (anytime-valid for adaptively collected seeds). The
+uncorrected CI and p stay in the table as numbers.
+
 The rule, in order (the first that applies wins):
-1. harmful in combination: the set is part of (or is) a combination whose interaction verdict on
-   the same model and task is negative_interaction, harmful or collapsed_only_in_combination.
-   This outranks a good solo effect on purpose: stacking it is where the compute gets lost.
-2. harmful: its effect's CI lies entirely below 0.
-3. not worth its cost: its CI includes 0 (or is missing): no significant gain to pay for.
+1. harmful in combination: the set is part of (or is) a combination the interaction detector
+   flags on the same model and task (its `flagged`: a significant negative interaction, or more
+   collapses than its singles); after --decide, a combination whose interaction --decide called
+   significant and negative. A combination that is merely harmful (because one of its tricks is)
+   does not count: that trick's own row says so.
+2. harmful: the effect is significantly below 0 (Holm p ≤ α with the CI below 0; after
+   --decide: significant and negative).
+3. not worth its cost: no significant gain (including equivalent within ±δ, or open).
 4. worth it / not worth its cost: the gain is significant; it is worth it when the extra hours it
    costs per point of the metric stay within `max_hours_per_point` of a baseline run's hours
    (a trick that costs nothing extra is always worth it; unknown cost is said so in the reason).
@@ -21,7 +29,8 @@ from typing import Any
 
 import polars as pl
 
-from grpo_lab.report.inputs import BASELINE, HARM_VERDICTS, KEYS
+from grpo_lab.analysis.stats import holm
+from grpo_lab.report.inputs import BASELINE, KEYS
 from grpo_lab.report.render import Tone, num
 
 WORTH_IT = "worth it"
@@ -59,6 +68,9 @@ class VerdictPolicy:
     # Extra hours per point a trick may cost, as a fraction of one baseline run's hours. At 0.5 the
     # study's G4->G8 (+3 pts for 2x sampling) is worth it and G8->G16 (+1 pt for 2x) is not.
     max_hours_per_point: float = 0.5
+    # Family-wise level of the labels: an effect is significant when its Holm-adjusted p-value
+    # over all the table's effects is at most this.
+    alpha: float = 0.05
 
 
 @dataclass(frozen=True)
@@ -68,14 +80,37 @@ class _Combo:
     verdict: str
 
 
+# Interaction verdicts of the detector's flag, for frames that carry no `flagged` column.
+FLAG_VERDICTS = ("negative_interaction", "collapsed_only_in_combination")
+
+
 def _flagged_combos(interactions: pl.DataFrame) -> dict[tuple[str, str], list[_Combo]]:
     combos: dict[tuple[str, str], list[_Combo]] = {}
-    flagged = interactions.filter(pl.col("verdict").is_in(HARM_VERDICTS)).sort("interaction",
-                                                                              nulls_last=True)
+    flag = pl.col("verdict").is_in(FLAG_VERDICTS)
+    if "flagged" in interactions.columns:
+        flag = pl.col("flagged").fill_null(flag)
+    flagged = interactions.filter(flag).sort("interaction", nulls_last=True)
     for model, task, tricks, verdict in flagged.select(KEYS + ["verdict"]).iter_rows():
         combos.setdefault((model, task), []).append(
             _Combo(frozenset(tricks.split("+")), tricks, verdict))
     return combos
+
+
+def _key(tricks: str) -> str:
+    return "+".join(sorted(t for t in tricks.split("+") if t and t != BASELINE)) or BASELINE
+
+
+def _decided(decisions: dict) -> tuple[dict, dict[tuple[str, str], list[_Combo]]]:
+    """--decide's verdicts: {(model, task, key): row} of its effects, and the combinations whose
+    interaction it called significant and negative."""
+    rows = decisions.get("verdicts") or []
+    effects = {(r["model"], r["task"], r["target"]): r for r in rows if r["kind"] == "effect"}
+    combos: dict[tuple[str, str], list[_Combo]] = {}
+    for r in rows:
+        if r["kind"] == "interaction" and r["verdict"] == "significant" and (r["est"] or 0) < 0:
+            combos.setdefault((r["model"], r["task"]), []).append(
+                _Combo(frozenset(r["target"].split("+")), r["target"], "--decide: negative interaction"))
+    return effects, combos
 
 
 def _cost_label(row: dict[str, Any], policy: VerdictPolicy) -> tuple[str, str]:
@@ -90,26 +125,39 @@ def _cost_label(row: dict[str, Any], policy: VerdictPolicy) -> tuple[str, str]:
     return NOT_WORTH, f"significant gain, but {num(per_point)} extra h per point > {num(limit)}"
 
 
-def _label(row: dict[str, Any], combos: dict[tuple[str, str], list[_Combo]],
-           policy: VerdictPolicy) -> tuple[str, str]:
+def _label(row: dict[str, Any], combos: dict[tuple[str, str], list[_Combo]], policy: VerdictPolicy,
+           decided: dict | None) -> tuple[str, str]:
     parts = frozenset(row["tricks"].split("+"))
     hits = [c for c in combos.get((row["model"], row["task"]), []) if parts <= c.parts]
     if hits:
         named = "; ".join(f"{c.tricks}: {c.verdict}" for c in hits[:3])
         return HARMFUL_COMBO, named + (f" (+{len(hits) - 3} more)" if len(hits) > 3 else "")
-    low, high = row["ci_low"], row["ci_high"]
-    if low is None or high is None:
+    if decided is not None:
+        d = decided.get((row["model"], row["task"], _key(row["tricks"])))
+        if d is None or d["verdict"] == "open":
+            return NOT_WORTH, "--decide: open (not decided within its budget)"
+        if d["verdict"] == "equivalent":
+            return NOT_WORTH, "--decide: equivalent to the baseline within ±δ"
+        if (d["est"] or 0) < 0:
+            return HARMFUL, "--decide: significantly worse than the baseline"
+        return _cost_label(row, policy)
+    low, high, p = row["ci_low"], row["ci_high"], row["p_holm"]
+    if low is None or high is None or p is None:
         return NOT_WORTH, "no confidence interval (too few seeds?)"
+    if p > policy.alpha:
+        return NOT_WORTH, f"not significant after Holm over the table's effects (Holm p {p:.2g})"
     if high < 0:
-        return HARMFUL, "worse than the baseline (CI below 0)"
+        return HARMFUL, "worse than the baseline (Holm-corrected)"
     if low <= 0:
         return NOT_WORTH, "gain not significant (CI includes 0)"
     return _cost_label(row, policy)
 
 
 def verdict_table(stats: pl.DataFrame, effects: pl.DataFrame, interactions: pl.DataFrame,
-                  policy: VerdictPolicy) -> pl.DataFrame:
-    """Effects joined with hours per trick set, plus `verdict` and a one-line `reason`."""
+                  policy: VerdictPolicy, decisions: dict | None = None) -> pl.DataFrame:
+    """Effects joined with hours per trick set, plus `p_holm`, `verdict` and a one-line `reason`.
+    decisions: --decide's waves and verdicts (execution/waves.py report_rows); when it has
+    verdicts, they are the labels."""
     base = stats.filter(pl.col("tricks") == BASELINE).select(
         "model", "task", pl.col("hours_per_run").alias("base_hours"))
     frame = (effects.filter(pl.col("tricks") != BASELINE).unique(KEYS, keep="first")
@@ -120,8 +168,12 @@ def verdict_table(stats: pl.DataFrame, effects: pl.DataFrame, interactions: pl.D
              .with_columns(pl.when(pl.col("effect") > 0)
                            .then(pl.col("extra_hours") / (pl.col("effect") / policy.point))
                            .alias("hours_per_point")))
-    combos = _flagged_combos(interactions)
-    labels = [_label(row, combos, policy) for row in frame.iter_rows(named=True)]
+    frame = frame.with_columns(pl.Series("p_holm", holm(frame["p_value"].to_numpy()), dtype=pl.Float64)
+                               .fill_nan(None))
+    decided, combos = None, _flagged_combos(interactions)
+    if decisions and decisions.get("verdicts"):
+        decided, combos = _decided(decisions)
+    labels = [_label(row, combos, policy, decided) for row in frame.iter_rows(named=True)]
     return (frame.with_columns(pl.Series("verdict", [v for v, _ in labels], dtype=pl.Utf8),
                                pl.Series("reason", [r for _, r in labels], dtype=pl.Utf8))
             .sort(["model", "task", "effect", "tricks"], descending=[False, False, True, False],

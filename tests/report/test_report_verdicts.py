@@ -1,0 +1,72 @@
+"""The verdict table's labels control the family's error, follow the detector's flags, and after
+--decide say what --decide decided."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from grpo_lab.report.verdicts import HARMFUL, HARMFUL_COMBO, NOT_WORTH, WORTH_IT, VerdictPolicy, verdict_table
+
+TRICKS = [f"t{i}" for i in range(13)]
+TASKS = ["code", "logic", "math"]
+
+
+def _stats(keys) -> pl.DataFrame:
+    return pl.DataFrame([{"model": "m", "task": task, "tricks": t, "hours_per_run": 1.0,
+                          "cost_per_effective_sample": 1e-6} for task, t in keys])
+
+
+def _effects(z: np.ndarray, keys, se: float = 0.01) -> pl.DataFrame:
+    est = z * se
+    half = stats.norm.ppf(0.975) * se
+    return pl.DataFrame([{"model": "m", "task": task, "tricks": t, "n": 5, "effect": e, "ci_low": e - half,
+                          "ci_high": e + half, "p_value": 2 * stats.norm.sf(abs(e) / se)}
+                         for (task, t), e in zip(keys, est)])
+
+
+NO_INTERACTIONS = pl.DataFrame(schema={"model": pl.String, "task": pl.String, "tricks": pl.String,
+                                       "verdict": pl.String, "interaction": pl.Float64, "flagged": pl.Boolean})
+
+
+def test_no_true_effect_gives_a_label_in_at_most_alpha_of_sweeps():
+    """39 null effects per sweep: an uncorrected CI labels a trick in most sweeps, Holm in ≤ α."""
+    rng = np.random.default_rng(0)
+    keys = [(task, t) for task in TASKS for t in TRICKS]
+    base = [(task, "baseline") for task in TASKS]
+    reps, labelled = 300, 0
+    for _ in range(reps):
+        table = verdict_table(_stats(keys + base), _effects(rng.normal(size=len(keys)), keys), NO_INTERACTIONS,
+                              VerdictPolicy())
+        labelled += bool(table["verdict"].is_in([WORTH_IT, HARMFUL]).any())
+    assert labelled / reps <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / reps)
+    uncorrected = np.mean([(np.abs(rng.normal(size=len(keys))) > 1.96).any() for _ in range(reps)])
+    assert uncorrected > 0.5  # what labelling every uncorrected CI did
+
+
+def test_a_helpful_trick_in_an_additive_pair_with_a_harmful_one_is_not_harmful_in_combination():
+    keys = [("math", "good"), ("math", "bad"), ("math", "good+bad")]
+    effects = _effects(np.array([6.0, -12.0, -6.0]), keys)  # good + bad = good+bad: additive
+    inter = pl.DataFrame([{"model": "m", "task": "math", "tricks": "good+bad", "verdict": "harmful",
+                           "interaction": 0.0, "flagged": False}])
+    got = dict(verdict_table(_stats(keys + [("math", "baseline")]), effects, inter, VerdictPolicy())
+                 .select("tricks", "verdict").iter_rows())
+    assert got == {"good": WORTH_IT, "bad": HARMFUL, "good+bad": HARMFUL}
+    flagged = inter.with_columns(pl.lit("negative_interaction").alias("verdict"), pl.lit(True).alias("flagged"))
+    again = dict(verdict_table(_stats(keys + [("math", "baseline")]), effects, flagged, VerdictPolicy())
+                   .select("tricks", "verdict").iter_rows())
+    assert again["good"] == HARMFUL_COMBO
+
+
+def test_after_decide_the_labels_are_its_verdicts():
+    keys = [("math", "g16"), ("math", "temp"), ("math", "kl")]
+    effects = _effects(np.array([5.0, -5.0, 0.1]), keys)  # fixed-sample CIs: two clear effects
+    decisions = {"waves": [{"wave": 0}], "verdicts": [
+        {"kind": "effect", "model": "m", "task": "math", "target": "g16", "est": 0.05, "verdict": "open"},
+        {"kind": "effect", "model": "m", "task": "math", "target": "temp", "est": -0.05, "verdict": "significant"},
+        {"kind": "effect", "model": "m", "task": "math", "target": "kl", "est": 0.001, "verdict": "equivalent"}]}
+    table = verdict_table(_stats(keys + [("math", "baseline")]), effects, NO_INTERACTIONS, VerdictPolicy(), decisions)
+    got = {t: (v, why) for t, v, why in table.select("tricks", "verdict", "reason").iter_rows()}
+    assert got["g16"][0] == NOT_WORTH and "open" in got["g16"][1]
+    assert got["temp"][0] == HARMFUL and got["kl"][0] == NOT_WORTH and "equivalent" in got["kl"][1]
