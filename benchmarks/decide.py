@@ -1,30 +1,34 @@
-"""Fixed designs vs `sweep --decide` on a simulator with known truths (issue 14, item 5).
+"""`sweep --decide` methods on a simulator with known truths: error rates and decisions per core-hour.
 
-    python benchmarks/decide.py [--reps 100 --wave 8 --delta 0.02]
+    python benchmarks/decide.py [--reps 20 --wave 16 --delta 0.02 --caps 32 128 --noise 1 2.6]
 
 The simulated sweep is ten_tricks: 3 tasks x (baseline, 10 singles, the six-trick stack, the
 orthogonal four) = 36 effect and 6 interaction comparisons. A run's final pass@1 is its arm's true
-mean plus Gaussian noise with the task's per-run sd, seed and eval noise together, as measured on
-the real ten_tricks runs (reports/ten_tricks, pooled seed-to-seed sd from the CI half-widths:
-code 0.0217, math 0.0121, logic 0.0050). Runs cost what they cost there, in baseline-run units
-(G16 1.5x, the six-trick stack 1.35x, the rest 1x).
+mean plus a seed part shared by every arm at that seed index (common random numbers) and an arm
+part, clipped to [0, 1]. Per-run sd per task as measured on the first ten_tricks runs (code
+0.0217, math 0.0121, logic 0.0050), times --noise (the later ten_tricks --decide runs were about
+2.6x noisier); the shared part makes a paired contrast's variance 0.95x / 0.79x / 0.50x the
+unpaired one, as measured there. Runs cost what they cost there, in baseline runs (G16 1.5x, the
+six-trick stack 1.35x), and a baseline run is 3.99 / 474 core-hours (the --decide sweep's mean).
 
 Scenarios:
   planted  single effects = the ten_tricks estimates; combos = their additive sum plus planted
            interactions (code six-stack -0.16, code orthogonal four -0.12, math six-stack -0.03)
   null     every effect and interaction 0
+  hetero   null, and dynamic_temperature's seeds 3x noisier (9x the variance) on every task
 
-Designs, all at family-wise α = 0.05 over the 42 comparisons (Bonferroni):
-  fixed n  n seeds per arm, pooled-σ t intervals; significant when the 1−α/K interval excludes 0,
-           equivalent when the TOST (1−2α/K) interval lies inside ±δ
-  decide   2 seeds per arm, then waves of --wave runs chosen by analysis.decide.allocate, verdicts
-           by its confidence sequences, until none is open or --caps seeds per arm on average are spent
+Methods, each with its own allocator that stops spending once a comparison is decided:
+  old       pooled-σ normal-mixture confidence sequences, Bonferroni (the project's method before
+            the betting sequences; kept here as the reference)
+  unpaired  analysis/decide.py, per-arm betting sequences
+  paired    analysis/decide.py, betting sequences on seed-index paired contrasts (the default)
+All start at 2 seeds per arm and add waves of --wave runs until nothing is open, nothing can close,
+or the arms average --caps seeds.
 
-Columns: runs and cost (mean per replicate, cost in baseline runs); recall = share of the
-comparisons with |θ| ≥ δ called significant with the right sign; equiv = share of θ = 0
-comparisons shown equivalent; false flags = share of replicates with at least one significant
-verdict on a θ = 0 comparison or with the wrong sign (the family-wise rate); false equiv = share
-of replicates calling a |θ| ≥ δ comparison equivalent.
+Columns: runs, core-h (mean per replicate); decided = share of the 42 comparisons with a verdict;
+per core-h = decided / core-h; recall = share of |θ| ≥ δ found with the right sign; false sig =
+share of replicates with a θ = 0 comparison called significant or a wrong sign (family-wise);
+false equiv = share of replicates calling a |θ| ≥ δ comparison equivalent.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from scipy import stats
 from grpo_lab.analysis import decide as dec
 
 SD = {"code": 0.0217, "math": 0.0121, "logic": 0.0050}
+SHARED = {"code": 0.05, "math": 0.21, "logic": 0.50}  # share of a run's variance common to its seed index
 SINGLES = ["group_size_16", "kl_anneal", "dynamic_temperature", "quantile_norm_clip", "length_penalty_piecewise",
            "ema_reference", "adaptive_curriculum", "code_token_mask", "lr_warmup", "advantage_clip_3"]
 SIX = "+".join(sorted(["group_size_16", "dynamic_temperature", "ema_reference", "adaptive_curriculum", "kl_anneal",
@@ -52,6 +57,8 @@ MEASURED = {  # reports/ten_tricks: effect on pass@1 vs baseline, two seeds
 }
 PLANTED = {("code", SIX): -0.16, ("code", FOUR): -0.12, ("math", SIX): -0.03}
 COST = {"group_size_16": 1.5, SIX: 1.35}
+NOISY = "dynamic_temperature"
+HOURS_PER_RUN = 3.99 / 474
 ALPHA = 0.05
 
 
@@ -67,98 +74,152 @@ def truths(planted: bool) -> dict[tuple[str, str], dict[str, float]]:
     return out
 
 
-def true_values(comps, mu) -> np.ndarray:
-    exact = [sum(w * mu[(c.model, c.task)][k] for k, w in c.coefs) for c in comps]
-    return np.round(exact, 12)  # 0.3 - 6 x 0.3 + 5 x 0.3 is 1e-16 in floats: a null is exactly 0
+def draw(mu, scale: float, hetero: bool, most: int, rng) -> dict:
+    """(model, task) -> arm -> scores of seeds 0..most−1 (seed index i shares its seed part)."""
+    out = {}
+    for cell, arms in mu.items():
+        sd = SD[cell[1]] * scale
+        shared = rng.normal(0, sd * np.sqrt(SHARED[cell[1]]), most)
+        own = sd * np.sqrt(1 - SHARED[cell[1]])
+        out[cell] = {k: np.clip(m + shared + rng.normal(0, own * (3.0 if hetero and k == NOISY else 1.0), most), 0, 1)
+                     for k, m in arms.items()}
+    return out
 
 
-def score(comps, verdicts: list[str], signs: np.ndarray, theta: np.ndarray, delta: float) -> dict:
-    v = np.array(verdicts)
-    real, null = np.abs(theta) >= delta, theta == 0
-    sig = v == "significant"
-    wrong = sig & (null | (np.sign(signs) != np.sign(theta)))
-    return {"recall": float((sig & real & (np.sign(signs) == np.sign(theta))).sum() / max(real.sum(), 1)),
-            "equiv": float(((v == "equivalent") & null).sum() / max(null.sum(), 1)),
-            "false_flag": float(wrong.any()), "false_equiv": float(((v == "equivalent") & real).any())}
-
-
-def fixed(comps, mu, n: int, delta: float, rng) -> tuple[dict, float, int]:
-    """Verdicts of a fixed design with n seeds per arm: (scores, cost, runs)."""
-    K = len(comps)
-    y = {cell: {k: mu[cell][k] + rng.normal(0, SD[cell[1]], n) for k in arms} for cell, arms in mu.items()}
-    df = sum(len(a) for a in mu.values()) // len(mu) * (n - 1)  # σ pooled over the cell's arms
-    sig_q, eq_q = stats.t.ppf(1 - ALPHA / (2 * K), df), stats.t.ppf(1 - ALPHA / K, df)
-    verdicts, ests = [], []
+def old_decide(comps, y, n, alpha, delta, previous):
+    """Pooled-σ normal mixture (Howard et al. 2021 eq. 14) with the Student-corrected plug-in σ̂."""
+    a = alpha / len(comps)
+    L = 2 * np.log(1 / a)
+    r = 4.0 / (L + np.log(1 + L))
+    sig = {}
+    for cell, arms in y.items():
+        ss = sum(((arms[k][:n[(*cell, k)]] - arms[k][:n[(*cell, k)]].mean()) ** 2).sum() for k in arms)
+        df = sum(n[(*cell, k)] - 1 for k in arms)
+        sig[cell] = np.sqrt(ss / df) * stats.t.ppf(1 - a / 2, df) / stats.norm.ppf(1 - a / 2)
+    rows = []
     for c in comps:
+        if previous and previous[c.name]["verdict"] != "open":
+            rows.append(previous[c.name])
+            continue
         arms = y[(c.model, c.task)]
-        sigma = np.sqrt(np.mean([a.var(ddof=1) for a in arms.values()]))
-        est = sum(w * arms[k].mean() for k, w in c.coefs)
-        se = sigma * np.sqrt(sum(w**2 / n for _, w in c.coefs))
-        verdicts.append("significant" if abs(est) > sig_q * se else
-                        "equivalent" if abs(est) + eq_q * se < delta else "open")
-        ests.append(est)
-    runs = n * sum(len(a) for a in mu.values())
-    cost = n * sum(COST.get(k, 1.0) for a in mu.values() for k in a)
-    return (verdicts, np.array(ests)), cost, runs
+        est = sum(w * arms[k][:n[(c.model, c.task, k)]].mean() for k, w in c.coefs)
+        t = 1 / sum(w**2 / n[(c.model, c.task, k)] for k, w in c.coefs)
+        rad = sig[(c.model, c.task)] * np.sqrt((t + r) * (np.log1p(t / r) + L)) / t
+        rows.append({"name": c.name, "est": est, "lower": est - rad, "upper": est + rad, "t": t,
+                     "sigma": sig[(c.model, c.task)], "verdict": dec.classify(est - rad, est + rad, delta)})
+    return rows
 
 
-def sequential(comps, mu, wave: int, delta: float, rng, mean_cap: float = 16,
-               alpha: float = ALPHA) -> tuple[tuple, float, int]:
-    """The --decide loop on simulated runs: (verdicts, estimates), cost, runs."""
-    y = {cell: {k: list(mu[cell][k] + rng.normal(0, SD[cell[1]], 2)) for k in arms} for cell, arms in mu.items()}
-    n_arms = sum(len(a) for a in mu.values())
-    cost = {(m, t, k): COST.get(k, 1.0) for (m, t), arms in mu.items() for k in arms}
+def old_allocate(comps, rows, n, cost, slots, alpha, delta):
+    """Its allocator: the arm whose next seed closes the most open comparisons per hour, toward the
+    effective seeds at which the estimate would close."""
+    a = alpha / len(comps)
+    L = 2 * np.log(1 / a)
+    r = 4.0 / (L + np.log(1 + L))
+    by = {row["name"]: row for row in rows}
+    open_ = [c for c in comps if by[c.name]["verdict"] == "open"]
+    ts = np.geomspace(0.1, 1e5, 400)
+    need = {}
+    for c in open_:
+        row = by[c.name]
+        gap = max(abs(row["est"]), delta - abs(row["est"]))
+        fits = row["sigma"] * np.sqrt((ts + r) * (np.log1p(ts / r) + L)) / ts <= gap
+        need[c.name] = ts[np.argmax(fits)] if fits.any() else np.inf
+    planned, added = dict(n), {}
+    for _ in range(slots):
+        score = {}
+        for c in open_:
+            cur = {k: planned[(c.model, c.task, k)] for k, _ in c.coefs}
+            t = 1 / sum(w**2 / cur[k] for k, w in c.coefs)
+            for k, _ in c.coefs:
+                t1 = 1 / sum(w**2 / (cur[j] + (j == k)) for j, w in c.coefs)
+                gain = min((t1 - t) / max(need[c.name] - t, 1e-9), 1.0) if np.isfinite(need[c.name]) else 0.0
+                arm = (c.model, c.task, k)
+                score[arm] = score.get(arm, 0.0) + gain / cost[arm]
+        score = {arm: s for arm, s in score.items() if s > 0}
+        if not score:
+            break
+        best = max(sorted(score), key=score.get)
+        planned[best] += 1
+        added[best] = added.get(best, 0) + 1
+    return added
+
+
+def sweep(comps, y, method: str, wave: int, delta: float, cap: float, most: int) -> tuple[list[dict], float, int]:
+    """One --decide run on simulated scores: (rows, core-hours, runs)."""
+    cost = {(m, t, k): COST.get(k, 1.0) for (m, t), arms in y.items() for k in arms}
+    n = dict.fromkeys(cost, 2)
     previous = None
     while True:
-        rows, m = dec.decide(comps, y, alpha=alpha, delta=delta, previous=previous)
+        if method == "old":
+            rows = old_decide(comps, y, n, ALPHA, delta, previous)
+        else:
+            scores = {cell: {k: dict(enumerate(v[:n[(*cell, k)]])) for k, v in arms.items()} for cell, arms in y.items()}
+            rows, _ = dec.decide(comps, scores, alpha=ALPHA, delta=delta, previous=previous, method=method, target=most)
         previous = {r["name"]: r for r in rows}
-        runs = sum(len(v) for a in y.values() for v in a.values())
-        if m["open"] == 0 or runs >= mean_cap * n_arms:
+        runs = sum(n.values())
+        slots = min(wave, int(cap * len(n)) - runs)
+        if all(r["verdict"] != "open" for r in rows) or slots <= 0:
             break
-        n = {(mo, t, k): len(v) for (mo, t), a in y.items() for k, v in a.items()}
-        added, _ = dec.allocate(comps, rows, n, cost, wave, alpha=alpha, delta=delta)
+        if method == "old":
+            added = old_allocate(comps, rows, n, cost, slots, ALPHA, delta)
+        else:
+            added, _ = dec.allocate(comps, rows, n, cost, slots, alpha=ALPHA, delta=delta, most=most, method=method)
+        added = {arm: k for arm, k in added.items() if n[arm] + k <= most}
         if not added:
             break
-        for (mo, t, k), extra in added.items():
-            y[(mo, t)][k] += list(mu[(mo, t)][k] + rng.normal(0, SD[t], extra))
-    spent = sum(cost[(mo, t, k)] * len(v) for (mo, t), a in y.items() for k, v in a.items())
-    return ([r["verdict"] for r in rows], np.array([r["est"] for r in rows])), spent, runs
+        for arm, k in added.items():
+            n[arm] += k
+    hours = HOURS_PER_RUN * sum(cost[arm] * k for arm, k in n.items())
+    return rows, hours, runs
+
+
+def score(rows, theta: np.ndarray, delta: float) -> dict:
+    v = np.array([r["verdict"] for r in rows])
+    sign = np.where(np.array([r["lower"] for r in rows], float) > 0, 1.0, -1.0)
+    real, null, sig = np.abs(theta) >= delta, theta == 0, v == "significant"
+    return {"decided": float((v != "open").mean()),
+            "recall": float((sig & real & (sign == np.sign(theta))).sum() / max(real.sum(), 1)),
+            "false_sig": float((sig & (null | (sign != np.sign(theta)))).any()),
+            "false_equiv": float(((v == "equivalent") & real).any())}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=100)
-    ap.add_argument("--wave", type=int, default=8)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--wave", type=int, default=16)
     ap.add_argument("--delta", type=float, default=0.02)
-    ap.add_argument("--fixed", type=int, nargs="*", default=[2, 4, 8, 16, 32])
-    ap.add_argument("--caps", type=float, nargs="+", default=[8, 16],
-                    help="--decide budgets: mean seeds per arm it may spend")
-    ap.add_argument("--decide-alpha", type=float, nargs="+", default=[ALPHA],
-                    help="nominal α of --decide; above 0.05 matches the fixed designs' realised false-flag rate")
+    ap.add_argument("--caps", type=float, nargs="+", default=[32], help="mean seeds per arm the sweep may spend")
+    ap.add_argument("--most", type=int, default=None, help="seed cap per arm (default: 2x the mean cap)")
+    ap.add_argument("--noise", type=float, nargs="+", default=[1.0], help="per-run sd multipliers")
+    ap.add_argument("--scenarios", nargs="+", default=["planted", "null", "hetero"])
+    ap.add_argument("--methods", nargs="+", default=["old", "unpaired", "paired"])
     args = ap.parse_args()
-    table = Table(title=f"fixed vs --decide, {args.reps} replicates, δ = {args.delta}, FWER α = {ALPHA}")
-    for col in ("scenario", "design", "runs", "cost", "recall", "equiv", "false flags", "false equiv", "s"):
-        table.add_column(col, justify="left" if col in ("scenario", "design") else "right", no_wrap=True)
-    for scenario in ("planted", "null"):
+    table = Table(title=f"--decide methods, {args.reps} replicates, δ = {args.delta}, FWER α = {ALPHA}")
+    cols = ("scenario", "noise", "cap", "method", "runs", "core-h", "decided", "per core-h", "recall", "false sig",
+            "false equiv", "s")
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("scenario", "method") else "right", no_wrap=True)
+    for scenario in args.scenarios:
         mu = truths(scenario == "planted")
         comps = dec.comparisons({cell: list(arms) for cell, arms in mu.items()})
-        theta = true_values(comps, mu)
-        designs = [(f"fixed n={n}", lambda rng, n=n: fixed(comps, mu, n, args.delta, rng)) for n in args.fixed]
-        designs += [(f"decide ≤{cap:g}/arm α={a:g}",
-                     lambda rng, cap=cap, a=a: sequential(comps, mu, args.wave, args.delta, rng, cap, a))
-                    for a in args.decide_alpha for cap in args.caps]
-        for label, design in designs:
-            rng, t0, acc = np.random.default_rng(0), time.perf_counter(), []
-            for _ in range(args.reps):
-                (verdicts, ests), cost, runs = design(rng)
-                acc.append({**score(comps, verdicts, ests, theta, args.delta), "cost": cost, "runs": runs})
-            mean = {k: np.mean([a[k] for a in acc]) for k in acc[0]}
-            row = [scenario, label, f"{mean['runs']:.0f}", f"{mean['cost']:.0f}", f"{mean['recall']:.1%}",
-                   f"{mean['equiv']:.1%}", f"{mean['false_flag']:.1%}", f"{mean['false_equiv']:.1%}",
-                   f"{time.perf_counter() - t0:.0f}"]
-            print(*row, sep="\t", flush=True)  # a long run shows its rows as they come
-            table.add_row(*row)
-    Console(width=150).print(table)
+        theta = np.round([sum(w * mu[(c.model, c.task)][k] for k, w in c.coefs) for c in comps], 12)
+        for scale in args.noise:
+            for cap in args.caps:
+                most = args.most or int(2 * cap)
+                for method in args.methods:
+                    rng, t0, acc = np.random.default_rng(0), time.perf_counter(), []
+                    for _ in range(args.reps):
+                        y = draw(mu, scale, scenario == "hetero", most, rng)
+                        rows, hours, runs = sweep(comps, y, method, args.wave, args.delta, cap, most)
+                        acc.append({**score(rows, theta, args.delta), "hours": hours, "runs": runs})
+                    m = {k: np.mean([a[k] for a in acc]) for k in acc[0]}
+                    row = [scenario, f"{scale:g}", f"{cap:g}", method, f"{m['runs']:.0f}", f"{m['hours']:.2f}",
+                           f"{m['decided']:.1%}", f"{m['decided'] / m['hours']:.1%}", f"{m['recall']:.1%}",
+                           f"{m['false_sig']:.1%}", f"{m['false_equiv']:.1%}", f"{time.perf_counter() - t0:.0f}"]
+                    print(*row, sep="\t", flush=True)  # a long run shows its rows as they come
+                    table.add_row(*row)
+    Console(width=160).print(table)
 
 
 if __name__ == "__main__":
