@@ -1,5 +1,8 @@
 """Sandbox: correct scoring, partial credit, deadlines, dedup, and refusal without bubblewrap."""
 
+import os
+import signal
+import threading
 import time
 import warnings
 
@@ -13,6 +16,7 @@ from grpo_lab.rewards.sandbox import (
     run_tests,
 )
 from grpo_lab.tasks.code import CodeTask
+from tests.rewards.processes import template_pid
 
 FAST = 0.5  # per-program timeout used here to keep the suite quick
 
@@ -93,6 +97,45 @@ def test_a_dead_template_is_restarted_once():
         assert sandbox.run(program, FAST) == [[True]]
     finally:
         sandbox.close()
+
+
+SLOW_ADD = "import time\ntime.sleep(0.3)\ndef add(a, b):\n    return a {op} b\n# {i}"
+
+
+def _slow_batch(n: int) -> tuple[list, list[float]]:
+    """n distinct programs that take 0.3 s each, alternately right and half right."""
+    programs = [(SLOW_ADD.format(op="+" if i % 2 == 0 else "-", i=i), ["add(1, 2) == 3", "add(0, 0) == 0"])
+                for i in range(n)]
+    return [(c, [compile_test(t) for t in ts]) for c, ts in programs], [1.0 if i % 2 == 0 else 0.5 for i in range(n)]
+
+
+@pytest.mark.parametrize("namespace", [False, True], ids=["template", "whole-namespace"])
+def test_a_template_killed_mid_batch_is_replaced_and_every_program_scored_exactly(namespace):
+    box = Sandbox("bwrap", workers=4)
+    try:
+        programs, expected = _slow_batch(8)
+        box.run(programs[:1], 2.0)
+        killer = threading.Timer(0.15, os.kill, (template_pid(box, namespace), signal.SIGKILL))
+        killer.start()
+        assert [sum(p) / len(p) for p in box.run(programs, 2.0)] == expected
+        killer.join()
+        assert box.templates_lost == 1 and box.scored_zero_alone == 0
+    finally:
+        box.close()
+
+
+def test_a_stalled_template_is_replaced():
+    box = Sandbox("bwrap", workers=4)
+    box.stall_s = 2.0
+    try:
+        programs, expected = _slow_batch(8)
+        box.run(programs[:1], 2.0)
+        os.kill(template_pid(box), signal.SIGSTOP)  # it forks no more children
+        for _ in range(2):  # the children forked ahead of need serve the first, none is left for the second
+            assert [sum(p) / len(p) for p in box.run(programs, 2.0)] == expected
+        assert box.templates_lost >= 1
+    finally:
+        box.close()
 
 
 def test_without_bubblewrap_the_code_task_refuses_and_says_how_to_install(tmp_path, monkeypatch):

@@ -13,11 +13,13 @@ import os
 import socket
 import subprocess
 import time
+import tracemalloc
 import uuid
 
 import pytest
 
-from grpo_lab.rewards.sandbox import Sandbox, compile_test
+from grpo_lab.rewards.sandbox import BadTestError, Sandbox, compile_test
+from tests.rewards.processes import template_pid
 
 TIMEOUT = 1.0
 SECRET = f"grpo-secret-{uuid.uuid4().hex}"
@@ -244,13 +246,15 @@ def boxes():
 def test_bwrap_hides_host_files_environments_and_processes(boxes, victim, tmp_path):
     box = boxes["bwrap"]
     assert _leak(box, victim, tmp_path) == {"victim environ": 0.0, "every environ": 0.0, "host file": 0.0}
-    visible = "import os\ndef pids():\n    return sorted(int(p) for p in os.listdir('/proc') if p.isdigit())"
-    assert score(box, visible, [f"{victim.pid} not in pids()", "len(pids()) < 10"]) == 1.0
+    no_proc = "import os\ndef proc():\n    return os.path.exists('/proc/self') or os.path.exists('/proc/1')"
+    assert score(box, no_proc, ["not proc()"]) == 1.0
 
 
 def test_unsafe_local_does_not_hide_them_as_documented(boxes, victim, tmp_path):
     leaked = _leak(boxes["unsafe-local"], victim, tmp_path)
-    assert leaked["victim environ"] == leaked["host file"] == 1.0  # the attacks are real
+    assert leaked["host file"] == 1.0  # the attack is real
+    pids = "import os\ndef pids():\n    return [int(p) for p in os.listdir('/proc') if p.isdigit()]"
+    assert score(boxes["unsafe-local"], pids, [f"{victim.pid} in pids()"]) == 1.0
 
 
 def test_batch_mates_code_and_hidden_expected_values_are_not_in_memory():
@@ -267,3 +271,163 @@ def test_batch_mates_code_and_hidden_expected_values_are_not_in_memory():
         assert [sum(p) / len(p) for p in box.run(compiled, TIMEOUT)] == [1.0, 0.0, 1.0]
     finally:
         box.close()
+
+
+# -- batch-mates and the template: nothing addressed by pid reaches them --------------------
+
+def started_template_pid(box) -> int:
+    box.run([(HONEST[0][0], [compile_test(t) for t in HONEST[0][1]])], TIMEOUT)
+    return template_pid(box)
+
+
+@pytest.mark.parametrize("signal_number", [9, 19], ids=["SIGKILL", "SIGSTOP"])
+def test_no_signal_reaches_a_mate_or_the_template_through_fcntl_or_ioctl(sandbox, victim, signal_number):
+    # O_ASYNC + F_SETOWN + F_SETSIG make the kernel deliver a signal on the next write: no kill()
+    attack = f"""import os, fcntl, stat, struct
+me = os.getpid()
+targets = [os.getppid(), {victim.pid}, -os.getpgrp()] + list(range(1, 64)) + list(range(me - 16, me + 16))
+r, w = os.pipe()
+hits = 0
+def attempt(call):
+    global hits
+    try:
+        call()
+        hits += 1
+    except OSError:
+        pass
+attempt(lambda: fcntl.fcntl(r, 10, {signal_number}))
+attempt(lambda: fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_ASYNC))
+for pid in targets:
+    attempt(lambda: fcntl.fcntl(r, fcntl.F_SETOWN, pid))
+    attempt(lambda: fcntl.fcntl(r, 15, struct.pack('ii', 1, pid)))
+    for fd in range(3, 16):
+        attempt(lambda: fcntl.ioctl(fd, 0x8901, struct.pack('i', pid)))
+        attempt(lambda: fcntl.ioctl(fd, 0x8902, struct.pack('i', pid)))
+    try:
+        os.write(w, b'x')
+        os.read(r, 1)
+    except OSError:
+        pass
+attempt(lambda: fcntl.fcntl(r, 1024, 1))
+attempt(lambda: fcntl.fcntl(r, 1026, 1))
+ok = hits > 0"""
+    assert score(sandbox, attack, ["ok"]) == 0.0  # score() checks the mates' exact scores and the template
+    assert victim.poll() is None
+
+
+def test_no_program_reads_a_mates_or_the_templates_memory_or_descriptors(sandbox):
+    # bwrap: there is no /proc; unsafe-local: the template and its children are not dumpable and
+    # the program holds no capability
+    attack = """import os
+opened = []
+try:
+    pids = [p for p in os.listdir('/proc') if p.isdigit() and p != str(os.getpid())]
+except OSError:
+    pids = [str(p) for p in range(1, 64)]
+for p in pids:
+    try:  # the template and its children: this program's batch-mates
+        parent = int(open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1])
+        if int(p) != os.getppid() and parent != os.getppid():
+            continue
+    except OSError:
+        continue
+    try:
+        fds = os.listdir(f'/proc/{p}/fd')
+    except OSError:
+        fds = ['0', '3', '4', '5']
+    for path in [f'/proc/{p}/mem', f'/proc/{p}/environ'] + [f'/proc/{p}/fd/{fd}' for fd in fds]:
+        try:
+            open(path, 'rb').close()
+            opened.append(path)
+        except OSError:
+            pass
+ok = bool(opened)"""
+    assert score(sandbox, attack, ["ok"]) == 0.0
+
+
+@pytest.mark.parametrize("attack", [
+    "import os\nos.sched_setaffinity(os.getppid(), {0})",
+    "import os\nos.sched_setscheduler(os.getppid(), os.SCHED_IDLE, os.sched_param(0))",
+    "import os\nos.setpriority(os.PRIO_PROCESS, os.getppid(), 19)",
+    "import os\nos.setpriority(os.PRIO_PGRP, 0, 19)",
+    "import os\nos.setpriority(os.PRIO_USER, os.getuid(), 19)",
+    "import os\nos.sched_setaffinity(0, {0})",
+    "import os\nos.nice(10)",
+], ids=["affinity", "sched-idle", "priority", "priority-group", "priority-user", "own-affinity", "own-nice"])
+def test_no_program_changes_the_templates_scheduling(sandbox, attack):
+    pid = started_template_pid(sandbox)
+
+    def state():
+        return os.sched_getaffinity(pid), os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid), \
+            os.getpriority(os.PRIO_PROCESS, 0)
+
+    before = state()
+    assert score(sandbox, *ok(attack)) == 0.0
+    assert state() == before
+
+
+def test_a_call_newer_than_any_table_is_refused(sandbox, tmp_path):
+    # the audit hook is a Python function the candidate can rewrite: only seccomp stands here
+    target = tmp_path / "mode.txt"
+    target.write_text("x")
+    target.chmod(0o644)
+    null_mode = os.stat("/dev/null").st_mode & 0o7777  # an unchanged mode: harmless if it went through
+    attack = f"""import sys
+sys.modules['__main__']._audit_hook.__code__ = (lambda *a, **k: None).__code__
+C = sys.modules['_seccomp'].ctypes
+libc = C.CDLL(None)
+assert libc.getpid() > 0
+assert libc.syscall(452, -100, b'/dev/null', {null_mode}, 0) == 0 or \\
+    libc.syscall(452, -100, {str(target).encode()!r}, 0o600, 0) == 0"""
+    reached = "import sys\nsys.modules['__main__']._audit_hook.__code__ = (lambda *a, **k: None).__code__\n" \
+              "C = sys.modules['_seccomp'].ctypes\nreached = C.CDLL(None).getpid() > 0"
+    assert score(sandbox, reached, ["reached"]) == 1.0  # raw calls are within reach
+    assert score(sandbox, *ok(attack)) == 0.0
+    assert os.stat("/dev/null").st_mode & 0o7777 == null_mode and target.stat().st_mode & 0o777 == 0o644
+
+
+FLOOD = """import os, stat
+for fd in range(3, 32):
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            continue
+        for _ in range(500000):
+            os.write(fd, b'x')
+    except OSError:
+        pass
+ok = True"""
+
+
+def test_a_flood_of_messages_costs_no_more_than_an_honest_batch():
+    box = Sandbox("bwrap")
+    honest = [(HONEST[0][0] + f"\n# {i}", HONEST[0][1]) for i in range(32)]
+    flooded = honest[:16] + [(FLOOD + f"\n# {i}", ["ok"]) for i in range(16)]
+    try:
+        times = {"honest": [], "flooded": []}
+        for _ in range(3):  # side by side, A B A B
+            for name, batch in (("honest", honest), ("flooded", flooded)):
+                compiled = [(c, [compile_test(t) for t in ts]) for c, ts in batch]
+                start = time.monotonic()
+                rates = [sum(p) / len(p) for p in box.run(compiled, TIMEOUT)]
+                times[name].append(time.monotonic() - start)
+                assert rates[:16] == [1.0] * 16 and (name == "honest" or rates[16:] == [0.0] * 16)
+        ratio = sorted(times["flooded"])[1] / sorted(times["honest"])[1]
+        assert ratio < 5, times  # 140x before a program's messages were budgeted
+    finally:
+        box.close()
+
+
+def test_the_trainer_never_formats_a_candidate_value(sandbox):
+    tracemalloc.start()
+    try:
+        rate = score(sandbox, "def f(x):\n    return '%300000000d'", ["f(3) % 2 == 1"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert rate == 0.0 and peak < 20 << 20  # the format alone would take 300 MB
+
+
+def test_a_rebound_setup_value_cannot_be_the_expected_side():
+    # what the loader refuses: a wrong fact() that rebinds EXPECTED would have scored 1.0
+    with pytest.raises(BadTestError, match="expected side 'EXPECTED'"):
+        compile_test("EXPECTED = 120\nassert fact(5) == EXPECTED")

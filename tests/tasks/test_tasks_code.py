@@ -154,3 +154,13 @@ def test_a_data_file_test_the_grader_cannot_judge_fails_at_load(tmp_path):
     path.write_text(json.dumps(record) + "\n")
     with pytest.raises(ValueError, match=r"all\(f\(x\) == x"):
         CodeTask("natural", data_path=str(path))
+
+
+def test_a_data_file_whose_expected_value_comes_from_setup_fails_at_load(tmp_path):
+    # the candidate runs before the test's setup values are read, so it could rebind EXPECTED
+    path = tmp_path / "setup.jsonl"
+    record = {"text": "factorial", "test_list": ["assert fact(5) == EXPECTED"], "test_setup_code": "EXPECTED = 120",
+              "split": "train"}
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(ValueError, match=r"record 'factorial'.*expected side 'EXPECTED'"):
+        CodeTask("natural", data_path=str(path))

@@ -1,15 +1,28 @@
-"""A seccomp-BPF filter for sandboxed programs, built from the standard library alone.
+"""A seccomp-BPF allowlist for sandboxed programs, built from the standard library alone.
 
-Imported by ``_zygote.py`` (``python -I -S``: no site-packages). The filter returns EPERM for
-every system call that creates processes or threads, signals or traces another process, opens
-a socket, changes the file system (any ``open``/``openat`` with a write, create, truncate or
-append flag; mkdir, unlink, rename, link, chmod, chown, mknod, xattr, utime), mounts,
-switches namespaces or ids, raises limits, or reaches kernel attack surface (bpf, io_uring,
-userfaultfd, perf, keyrings, modules). Everything else is allowed. A process with a foreign
-architecture number in its syscall is killed (a 32-bit entry point would bypass the table).
+Imported by ``_zygote.py`` (``python -I -S``: no site-packages). A program may make only the
+system calls CPython needs to compute values in its own process: read, write, memory, time,
+futexes, its own signal mask, read-only opens and directory listings. Every other call, known
+to today's kernel or added later, returns EPERM: no process or thread creation, no signal,
+trace, priority or affinity change aimed at any process, no socket, no write to the file
+system, no shared memory, no namespace, mount or id change. Some allowed calls are checked
+by argument:
 
-The x86_64 numbers are exercised by the test suite; the aarch64 numbers come from the
-kernel's generic table and have not run on an aarch64 machine here.
+    open/openat        no write, create, truncate or append flag
+    mmap               no MAP_SHARED (a shared page is a channel between programs)
+    fcntl              only F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_DUPFD_CLOEXEC (F_SETOWN,
+                       F_SETSIG, F_SETFL O_ASYNC, leases, notify and locks deliver signals or
+                       reach other processes)
+    ioctl              only TCGETS, TIOCGWINSZ, FIONREAD, FIONBIO, FIONCLEX, FIOCLEX
+    prlimit64          this process (pid 0), reading only (new limit NULL)
+    sched_getaffinity  this process (pid 0)
+
+A syscall with a foreign architecture number kills the process (a 32-bit entry point would
+bypass the table); an x32 number is refused.
+
+The numbers come from the kernel's tables (x86_64: ``asm/unistd_64.h``; aarch64: the generic
+``asm-generic/unistd.h``); the x86_64 filter is exercised by the test suite, the aarch64 one has
+not run on an aarch64 machine here.
 """
 
 import ctypes
@@ -17,83 +30,116 @@ import os
 import platform
 import struct
 
-_DENIED = {  # name: (x86_64, aarch64); None where the architecture has no such call
-    "socket": (41, 198), "connect": (42, 203), "accept": (43, 202), "sendto": (44, 206),
-    "sendmsg": (46, 211), "bind": (49, 200), "listen": (50, 201), "socketpair": (53, 199),
-    "accept4": (288, 242), "sendmmsg": (307, 269),
-    "clone": (56, 220), "fork": (57, None), "vfork": (58, None), "execve": (59, 221),
-    "clone3": (435, 435), "execveat": (322, 281),
-    "kill": (62, 129), "tkill": (200, 130), "tgkill": (234, 131), "rt_sigqueueinfo": (129, 138),
-    "rt_tgsigqueueinfo": (297, 240), "pidfd_open": (434, 434), "pidfd_send_signal": (424, 424),
-    "pidfd_getfd": (438, 438), "ptrace": (101, 117), "process_vm_readv": (310, 270),
-    "process_vm_writev": (311, 271), "kcmp": (312, 272), "setpgid": (109, 154), "setsid": (112, 157),
-    "shmget": (29, 194), "shmat": (30, 196), "semget": (64, 190), "msgget": (68, 186),
-    "mq_open": (240, 180),
-    "creat": (85, None), "truncate": (76, 45), "rename": (82, None), "mkdir": (83, None),
-    "rmdir": (84, None), "link": (86, None), "unlink": (87, None), "symlink": (88, None),
-    "chmod": (90, None), "fchmod": (91, 52), "chown": (92, None), "fchown": (93, 55),
-    "lchown": (94, None), "utime": (132, None), "utimes": (235, None), "mknod": (133, None),
-    "mkdirat": (258, 34), "mknodat": (259, 33), "fchownat": (260, 54), "futimesat": (261, None),
-    "unlinkat": (263, 35), "renameat": (264, 38), "linkat": (265, 37), "symlinkat": (266, 36),
-    "fchmodat": (268, 53), "utimensat": (280, 88), "renameat2": (316, 276), "openat2": (437, 437),
-    "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "removexattr": (197, 14),
-    "lremovexattr": (198, 15), "fremovexattr": (199, 16), "name_to_handle_at": (303, 264),
-    "open_by_handle_at": (304, 265),
-    "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41), "chroot": (161, 51),
-    "unshare": (272, 97), "setns": (308, 268), "open_tree": (428, 428), "move_mount": (429, 429),
-    "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
-    "mount_setattr": (442, 442),
-    "setuid": (105, 146), "setgid": (106, 144), "setreuid": (113, 145), "setregid": (114, 143),
-    "setgroups": (116, 159), "setresuid": (117, 147), "setresgid": (119, 149),
-    "setrlimit": (160, 164), "prlimit64": (302, 261),
-    "personality": (135, 92), "syslog": (103, 116), "acct": (163, 89), "swapon": (167, 224),
-    "swapoff": (168, 225), "reboot": (169, 142), "sethostname": (170, 161),
-    "setdomainname": (171, 162), "iopl": (172, None), "ioperm": (173, None),
-    "init_module": (175, 105), "finit_module": (313, 273), "delete_module": (176, 106),
-    "quotactl": (179, 60), "vhangup": (153, 58), "kexec_load": (246, 104),
-    "kexec_file_load": (320, 294), "add_key": (248, 217), "request_key": (249, 218),
-    "keyctl": (250, 219), "bpf": (321, 280), "perf_event_open": (298, 241),
-    "userfaultfd": (323, 282), "io_uring_setup": (425, 425), "io_uring_enter": (426, 426),
-    "io_uring_register": (427, 427), "mbind": (237, 235), "set_mempolicy": (238, 237),
-    "migrate_pages": (256, 238), "move_pages": (279, 239),
+ALLOWED = {  # name: (x86_64, aarch64); None where the architecture has no such call
+    "read": (0, 63), "write": (1, 64), "readv": (19, 65), "writev": (20, 66), "pread64": (17, 67),
+    "preadv": (295, 69), "preadv2": (327, 286), "close": (3, 57), "close_range": (436, 436),
+    "fstat": (5, 80), "stat": (4, None), "lstat": (6, None), "newfstatat": (262, 79),
+    "statx": (332, 291), "lseek": (8, 62),
+    "mmap": (9, 222), "munmap": (11, 215), "mprotect": (10, 226), "mremap": (25, 216),
+    "brk": (12, 214), "madvise": (28, 233), "futex": (202, 98),
+    "rt_sigaction": (13, 134), "rt_sigprocmask": (14, 135), "rt_sigreturn": (15, 139),
+    "sigaltstack": (131, 132), "rt_sigpending": (127, 136), "rt_sigsuspend": (130, 133),
+    "rt_sigtimedwait": (128, 137), "pause": (34, None),
+    "nanosleep": (35, 101), "clock_nanosleep": (230, 115), "clock_gettime": (228, 113),
+    "clock_getres": (229, 114), "gettimeofday": (96, 169), "time": (201, None), "alarm": (37, None),
+    "setitimer": (38, 103), "getitimer": (36, 102),
+    "getpid": (39, 172), "getppid": (110, 173), "gettid": (186, 178), "getuid": (102, 174),
+    "geteuid": (107, 175), "getgid": (104, 176), "getegid": (108, 177), "getgroups": (115, 158),
+    "getresuid": (118, 148), "getresgid": (120, 150), "getpgrp": (111, None),
+    "getrandom": (318, 278), "uname": (63, 160), "sysinfo": (99, 179), "getrusage": (98, 165),
+    "times": (100, 153), "getrlimit": (97, 163), "prlimit64": (302, 261), "getcpu": (309, 168),
+    "sched_yield": (24, 124), "sched_getaffinity": (204, 123),
+    "open": (2, None), "openat": (257, 56), "getdents": (78, None), "getdents64": (217, 61),
+    "readlink": (89, None), "readlinkat": (267, 78), "access": (21, None), "faccessat": (269, 48),
+    "faccessat2": (439, 439), "getcwd": (79, 17), "chdir": (80, 49), "fchdir": (81, 50),
+    "statfs": (137, 43), "fstatfs": (138, 44),
+    "fcntl": (72, 25), "ioctl": (16, 29), "dup": (32, 23), "dup2": (33, None), "dup3": (292, 24),
+    "pipe": (22, None), "pipe2": (293, 59), "poll": (7, None), "ppoll": (271, 73),
+    "select": (23, None), "pselect6": (270, 72), "epoll_create": (213, None),
+    "epoll_create1": (291, 20), "epoll_ctl": (233, 21), "epoll_wait": (232, None),
+    "epoll_pwait": (281, 22), "epoll_pwait2": (441, 441), "eventfd2": (290, 19),
+    "recvfrom": (45, 207), "recvmsg": (47, 212),
+    "exit": (60, 93), "exit_group": (231, 94), "wait4": (61, 260), "waitid": (247, 95),
+    "restart_syscall": (219, 128),
 }
-# open(path, flags) and openat(dirfd, path, flags): the argument index that holds the flags.
-_OPENS = {"open": ((2, 1), None), "openat": ((257, 2), (56, 2))}
-_ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}
 # O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND: the same bits on both architectures.
 WRITE_FLAGS = 0x1 | 0x2 | 0x40 | 0x200 | 0x400
+MAP_SHARED = 0x01  # MAP_SHARED_VALIDATE (0x03) has it too
+FCNTL_COMMANDS = (0, 1, 2, 3, 1030)  # F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_DUPFD_CLOEXEC
+IOCTL_COMMANDS = (0x5401, 0x5413, 0x541B, 0x5421, 0x5450, 0x5451)
+# Argument checks, all of which must hold: (argument index, test, value). "none_of": no bit of
+# the mask set; "one_of": the low 32 bits equal one of the values; "zero": all 64 bits zero.
+CHECKS = {
+    "open": ((1, "none_of", WRITE_FLAGS),), "openat": ((2, "none_of", WRITE_FLAGS),),
+    "mmap": ((3, "none_of", MAP_SHARED),),
+    "fcntl": ((1, "one_of", FCNTL_COMMANDS),), "ioctl": ((1, "one_of", IOCTL_COMMANDS),),
+    "prlimit64": ((0, "zero", None), (2, "zero", None)),
+    "sched_getaffinity": ((0, "zero", None),),
+}
+_ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}
 _X32_BIT = 0x40000000
 
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _ALLOW, _KILL, _EPERM = 0x7FFF0000, 0x80000000, 0x00050000 | 1
-_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, _PR_SET_PDEATHSIG = 38, 22, 2, 1
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def allowed_numbers(machine: str | None = None) -> set[int]:
+    """The syscall numbers the filter lets through (some of them only with checked arguments)."""
+    column = _ARCHES[machine or platform.machine()][0]
+    return {nrs[column] for nrs in ALLOWED.values() if nrs[column] is not None}
 
 
 def program(machine: str | None = None) -> bytes:
     """The filter as packed ``struct sock_filter`` records for this (or the named) machine.
 
-    Layout: check the architecture, load the syscall number, jump to DENY on any listed
-    number, to an argument check for open/openat, else ALLOW.
+    Layout: check the architecture, load the syscall number, refuse x32; for each allowed
+    call without checks ``JEQ nr -> RET ALLOW``; for each checked call a jump to its block;
+    else EPERM. A block loads each checked argument word and ends in EPERM on a mismatch.
     """
     machine = machine or platform.machine()
     if machine not in _ARCHES:
         raise OSError(f"no seccomp syscall table for architecture {machine!r}")
     column, audit_arch = _ARCHES[machine]
-    denied = sorted({nrs[column] for nrs in _DENIED.values() if nrs[column] is not None})
-    opens = [nrs[column] for nrs in _OPENS.values() if nrs[column] is not None]
+    number = {name: nrs[column] for name, nrs in ALLOWED.items() if nrs[column] is not None}
+    checked = {name: nr for name, nr in number.items() if name in CHECKS}
+    plain = sorted(nr for name, nr in number.items() if name not in CHECKS)
     # Instructions as (code, jump-true label, jump-false label, k); labels resolve below.
-    code: list[tuple] = [(_LD_W_ABS, None, None, 4), (_JEQ, "nr", "kill", audit_arch)]
-    code += [("label", "nr"), (_LD_W_ABS, None, None, 0)]
+    # BPF jumps only forward and at most 255 instructions, so every refusal is a RET of its own.
+    code: list[tuple] = [(_LD_W_ABS, None, None, 4), (_JEQ, "arch", None, audit_arch),
+                         (_RET, None, None, _KILL), ("label", "arch"), (_LD_W_ABS, None, None, 0)]
     if machine == "x86_64":
-        code += [(_JGE, "deny", None, _X32_BIT)]
-    code += [(_JEQ, "deny", None, nr) for nr in denied]
-    code += [(_JEQ, f"open{nr}", None, nr) for nr, _ in opens]
-    code += [(_RET, None, None, _ALLOW)]
-    for nr, arg in opens:
-        code += [("label", f"open{nr}"), (_LD_W_ABS, None, None, 16 + 8 * arg),
-                 (_JSET, "deny", None, WRITE_FLAGS), (_RET, None, None, _ALLOW)]
-    code += [("label", "deny"), (_RET, None, None, _EPERM), ("label", "kill"), (_RET, None, None, _KILL)]
+        code += [(_JGE, None, "native", _X32_BIT), (_RET, None, None, _EPERM), ("label", "native")]
+    for nr in plain:  # pairs, so no jump is longer than one instruction
+        code += [(_JEQ, None, f"skip{nr}", nr), (_RET, None, None, _ALLOW), ("label", f"skip{nr}")]
+    code += [(_JEQ, name, None, nr) for name, nr in checked.items()]
+    code += [(_RET, None, None, _EPERM)]
+    for name in checked:
+        code += [("label", name), *_checks(name, CHECKS[name]), (_RET, None, None, _ALLOW),
+                 ("label", f"{name}.deny"), (_RET, None, None, _EPERM)]
     return _assemble(code)
+
+
+def _checks(name: str, checks: tuple) -> list[tuple]:
+    """Instructions that fall through when every check holds and jump to the block's refusal
+    (label ``<name>.deny``) otherwise."""
+    code: list[tuple] = []
+    deny = f"{name}.deny"
+    for k, (arg, test, value) in enumerate(checks):
+        low, done = 16 + 8 * arg, f"{name}.{k}.ok"
+        if test == "none_of":
+            code += [(_LD_W_ABS, None, None, low), (_JSET, deny, None, value)]
+        elif test == "one_of":
+            code += [(_LD_W_ABS, None, None, low)]
+            code += [(_JEQ, done, None, v) for v in value] + [(_JEQ, deny, deny, 0), ("label", done)]
+        elif test == "zero":
+            code += [(_LD_W_ABS, None, None, low), (_JEQ, None, deny, 0),
+                     (_LD_W_ABS, None, None, low + 4), (_JEQ, None, deny, 0)]
+        else:
+            raise ValueError(f"unknown argument test {test!r} for {name}")
+    return code
 
 
 def _assemble(code: list[tuple]) -> bytes:
@@ -121,7 +167,7 @@ class Filter:
     """A prepared filter; ``install()`` applies it to the calling process for good.
 
     Everything (the C library handle, the program buffer) is set up before fork, so a child
-    only makes the two prctl calls.
+    only makes the prctl and capset calls.
     """
 
     def __init__(self) -> None:
@@ -132,13 +178,24 @@ class Filter:
             _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
         self._fprog = SockFprog(len(self._buffer.raw) // 8, ctypes.addressof(self._buffer))
+        # struct __user_cap_header_struct, then two __user_cap_data_struct, all zero: no capability
+        self._cap_header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+        self._cap_data = (ctypes.c_uint32 * 6)()
 
     def die_with_parent(self) -> None:
         """SIGKILL this process when its parent exits (the trainer for the template, the
         template for a child), whatever the parent's death was."""
         self._libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
 
+    def undumpable(self) -> None:
+        """Make /proc/<pid>/mem, fd, environ and the like of this process unreadable to others
+        of its uid (where a /proc is visible at all: unsafe-local)."""
+        self._libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
     def install(self) -> None:
+        """Drop every capability (root in unsafe-local keeps none), then apply the filter."""
+        if self._libc.capset(self._cap_header, self._cap_data) != 0:
+            raise OSError(ctypes.get_errno(), "dropping capabilities failed: " + os.strerror(ctypes.get_errno()))
         prctl = self._libc.prctl
         if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
                 prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self._fprog), 0, 0) != 0:

@@ -1,16 +1,19 @@
 """Template process of the code sandbox: ``python -I -S _zygote.py CTRL_FD CONFIG_JSON``.
 
 Standard library only (no site-packages). It imports what candidates commonly use, then
-forks locked-down children on request. Over CTRL_FD the parent sends ``N<k>`` (fork k more)
-and ``K<pid>`` (kill one, its deadline passed); for each child this process sends back
+forks locked-down children on request. On CTRL_FD it sends ``R`` with a control socket of its
+own (only this process holds the other end, so the parent sees its death at once); over that
+socket the parent sends ``N<k>`` (fork k more)
+``K<pid>`` (kill one, its deadline passed) and ``P`` (answered ``P``: alive); for each child this process sends back
 ``C<pid>`` with one end of a socket pair whose other end the child holds (SCM_RIGHTS). The
 parent then talks to the child directly: no candidate code ever runs here, no job or
 result passes through this process, and every program starts in a fresh process that
 holds nothing of its batch-mates.
 
 A child, before it may receive a job: closes every inherited descriptor but its socket,
-points stdio at /dev/null, sets hard rlimits, installs the seccomp filter (``_seccomp.py``)
-and an audit hook (a second layer). Then it reads one message ``{"code", "tests": [[setup,
+points stdio at /dev/null, sets hard rlimits, makes itself undumpable, drops every
+capability, installs the seccomp allowlist (``_seccomp.py``: no signal, priority or affinity
+call can reach another process) and an audit hook (a second layer). Then it reads one message ``{"code", "tests": [[setup,
 holes]]}``, runs the code, and for each test sends one message ``[t, [value, ...]]`` (tagged
 JSON, see ``encode``), so a hang in test 3 keeps tests 1 and 2.
 """
@@ -121,6 +124,7 @@ def _child(sock, cfg, seccomp):
                        (resource.RLIMIT_NOFILE, _NOFILE), (resource.RLIMIT_NPROC, 0)):
         resource.setrlimit(res, (value, value))
     seccomp.die_with_parent()
+    seccomp.undumpable()
     os.nice(_CHILD_NICE)  # when children queue for forks, the template forking them comes first
     seccomp.install()
     sys.addaudithook(_audit_hook)
@@ -162,15 +166,21 @@ def _reap():
 
 
 def main():
-    ctrl = socket.socket(fileno=int(sys.argv[1]))
+    # The descriptor passed in is also held by bwrap's own processes, so its closing would not
+    # show this process's death: the parent gets a control socket only this process holds.
+    boot = socket.socket(fileno=int(sys.argv[1]))
+    ctrl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     cfg = json.loads(sys.argv[2])
     seccomp = _seccomp.Filter()
     seccomp.die_with_parent()
+    seccomp.undumpable()
     gc.freeze()  # the collector would otherwise touch (and so copy) every inherited object
     owed = 0
     poller = select.poll()
     poller.register(ctrl.fileno(), select.POLLIN)
-    os.write(ctrl.fileno(), b"R")
+    socket.send_fds(boot, [b"R"], [theirs.fileno()])
+    theirs.close()
+    boot.close()
     while True:
         if poller.poll(None if owed == 0 else 0):
             msg = ctrl.recv(64)
@@ -183,6 +193,8 @@ def main():
                     os.kill(int(msg[1:]), signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+            elif msg == b"P":
+                ctrl.send(b"P")
         elif owed:
             _spawn(ctrl, cfg, seccomp)
             owed -= 1

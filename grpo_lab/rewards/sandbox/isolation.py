@@ -2,14 +2,15 @@
 
 ``bwrap``: new user, pid, network, ipc, uts and cgroup namespaces; uid/gid 65534; all
 capabilities dropped; a root file system of read-only binds of the interpreter and the
-system libraries only (no home, no project, no /etc); a fresh /proc that shows only the
-sandbox's own processes; a minimal /dev; a size-capped tmpfs /tmp; an empty environment
-(bwrap itself is started with one too, since /proc/1/environ inside shows it). bwrap dies
-with the trainer (``--die-with-parent``).
+system libraries only (no home, no project, no /etc); no /proc at all, so no process of the
+sandbox (a batch-mate, the template) can be read through /proc/<pid>/mem, fd or environ; a
+minimal /dev; a size-capped tmpfs /tmp; an empty environment. bwrap dies with the trainer
+(``--die-with-parent``).
 
-``unsafe-local``: the same template, seccomp filter and rlimits, without the namespaces: the
-candidate can read any file the trainer's user can (including /proc/<pid>/environ of its
-processes) and see every process. For code you trust.
+``unsafe-local``: the same template, seccomp filter, rlimits and dropped capabilities, without
+the namespaces: the candidate can read any file the trainer's user can and list every process
+in /proc (the sandbox's own processes are not dumpable, so their memory and descriptors stay
+closed to it). For code you trust.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def command(isolation: str, ctrl_fd: int, config: str) -> tuple[list[str], dict,
             "--setenv", "LC_ALL", "C.UTF-8", "--setenv", "HOME", "/tmp",
             # the tmpfs first: a bind under /tmp (a checkout or venv there) is mounted on top of it
             "--size", str(_TMPFS_BYTES), "--tmpfs", "/tmp", *_binds(),
-            "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp", "--"]
+            "--dev", "/dev", "--chdir", "/tmp", "--"]
     return wrap + inner, env, None
 
 

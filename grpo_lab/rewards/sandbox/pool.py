@@ -2,10 +2,17 @@
 
 The template forks locked-down children ahead of need and hands this process one end of
 each child's socket; a program is one message to an idle child, its results are messages
-back until the child closes. Each program's deadline is fixed when its job is sent (no
-byte stream extends it): ``timeout_s`` times the programs in flight per core; when it passes,
-the template kills the child. At most ``workers`` programs run at once; identical (code,
-tests) pairs, common within a GRPO group, run once.
+back until the child closes. What a program costs this process is bounded by the program's
+own budget: its deadline is fixed when its job is sent (``timeout_s`` times the programs in
+flight per core; no byte stream extends it), it may send one message per test plus its end
+mark and at most ``_MAX_OUTPUT`` bytes, and a program over either budget is cut off and
+killed. At most ``workers`` programs run at once; identical (code, tests) pairs, common
+within a GRPO group, run once.
+
+Scoring never fails because of a program: if the template dies or stalls (the OOM killer, a
+signal from outside), it is replaced, the programs that were in flight run again one at a
+time, and one that loses the template while running alone scores 0. Only a template that
+cannot start at all raises ``SandboxError``.
 """
 
 from __future__ import annotations
@@ -15,20 +22,39 @@ import collections
 import json
 import os
 import select
+import signal
 import socket
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 
 from grpo_lab.rewards.sandbox import grading, isolation
 from grpo_lab.rewards.sandbox.isolation import SandboxError
 
 _STARTUP_S = 20.0  # an interpreter start under load can take seconds
-_MAX_OUTPUT = 1 << 20  # bytes of results one program may send
+_MAX_OUTPUT = 1 << 18  # bytes of results one program may send
 _MAX_JOB = 1 << 17  # a longer program scores 0 without running (one socket message)
 _IN_FLIGHT_PER_CORE = 4
 _END = b"E"  # a child's last message
 _MAX_POOL = 256  # idle children kept ready: about 1.5 MB of private memory each
+_LOSSES_IN_A_ROW = 3  # template losses with no program scored in between: the host is broken
+
+
+class _TemplateLost(Exception):
+    """The template died or stopped sending children."""
+
+
+@dataclass
+class _Flight:
+    """One program running in one child."""
+
+    program: int
+    pid: int  # in the sandbox's pid namespace: only the template can act on it
+    deadline: float
+    sock: socket.socket
+    messages_left: int
+    output: bytearray = field(default_factory=bytearray)
 
 
 class Sandbox:
@@ -49,76 +75,148 @@ class Sandbox:
         self._idle: collections.deque = collections.deque()  # (pid, socket) of ready children
         self._owed = 0  # children asked for and not yet received
         self.programs_run = 0  # jobs sent, over this sandbox's life (identical programs count once)
+        self.templates_lost = 0  # templates that died or stalled under a batch and were replaced
+        self.scored_zero_alone = 0  # programs that lost the template while running alone
+        self.stall_s = _STARTUP_S  # no child sent for this long while one is needed: the template stalled
         self._owner = -1
 
     def run(self, programs: list[tuple[str, list[grading.CompiledTest]]], timeout_s: float) -> list[list[bool]]:
         """Per program, which tests passed."""
         with self._lock:
             unique = list(dict.fromkeys((code, tuple(tests)) for code, tests in programs))
-            try:
-                results = self._run_unique(unique, timeout_s)
-            except SandboxError:  # the template died (OOM killer, a signal): one fresh start
-                self._forget()
-                results = self._run_unique(unique, timeout_s)
-            verdicts = dict(zip(unique, results))
+            outputs = self._run_all(unique, timeout_s)
+            verdicts = {key: _verdicts(key[1], _parse(outputs.get(i, b""))) for i, key in enumerate(unique)}
             return [verdicts[(code, tuple(tests))] for code, tests in programs]
 
-    def _run_unique(self, programs, timeout_s: float) -> list[list[bool]]:
+    def _run_all(self, programs, timeout_s: float) -> dict[int, bytes]:
+        """Every program's output, whatever happens to the template: the programs a lost
+        template interrupted run again alone; one that loses it alone gets no output."""
+        queue = collections.deque(i for i, (_, tests) in enumerate(programs) if tests)
+        suspects: collections.deque = collections.deque()
+        outputs: dict[int, bytes] = {}
+        losses_in_a_row = 0
+        while queue or suspects:
+            alone = bool(suspects)
+            batch = [suspects.popleft()] if alone else list(queue)
+            if not alone:
+                queue.clear()
+            done, lost = self._attempt(programs, batch, timeout_s)
+            outputs.update(done)
+            if lost is None:
+                losses_in_a_row = 0
+                continue
+            in_flight, unstarted = lost
+            self.templates_lost += 1
+            losses_in_a_row = 0 if done else losses_in_a_row + 1
+            self._discard()
+            if losses_in_a_row >= _LOSSES_IN_A_ROW:
+                raise SandboxError(f"the sandbox's template was lost {losses_in_a_row} times in a row "
+                                   "with no program scored: the host cannot run it")
+            if alone:
+                outputs[batch[0]] = b""
+                self.scored_zero_alone += 1
+            else:
+                suspects.extend(in_flight)
+                queue.extend(unstarted)
+        return outputs
+
+    def _attempt(self, programs, batch: list[int], timeout_s: float):
+        """Run ``batch`` on the current template: (outputs of the programs it finished, None),
+        or, once the template is lost, (those outputs, (interrupted, never started))."""
         self._ensure_started()
-        jobs = {i: _job(code, tests) for i, (code, tests) in enumerate(programs) if tests}
-        todo = collections.deque(i for i, job in jobs.items() if len(job) <= _MAX_JOB)
-        self._top_up(len(todo))
-        outputs: dict[int, bytearray] = {}
-        inflight: dict[int, tuple[int, int, float, socket.socket]] = {}  # fd -> (program, pid, deadline, sock)
+        jobs = {i: (_job(*programs[i]), len(programs[i][1])) for i in batch}
+        todo = collections.deque(i for i in batch if len(jobs[i][0]) <= _MAX_JOB)
+        done: dict[int, bytes] = {i: b"" for i in batch if len(jobs[i][0]) > _MAX_JOB}
+        inflight: dict[int, _Flight] = {}
+        self._unended: list[int] = []  # programs whose child closed without its end mark
+        try:
+            self._start_polling()
+            self._receive_children()
+            self._top_up(len(todo))
+            while todo or inflight:
+                self._send(todo, inflight, jobs, timeout_s)
+                self._step(inflight, done)
+            if self._unended:  # a child's own crash, or its template's death (then all of them)
+                self._ping()
+        except _TemplateLost:
+            for flight in inflight.values():
+                flight.sock.close()
+            interrupted = sorted({f.program for f in inflight.values()} | set(self._unended))
+            return {i: out for i, out in done.items() if i not in interrupted}, (interrupted, list(todo))
+        self._top_up(len(programs))  # forked while the trainer generates the next batch
+        return done, None
+
+    def _start_polling(self) -> None:
         poller = self._poller = select.poll()
         poller.register(self._ctrl.fileno(), select.POLLIN)
         for fd in self._warming:
             poller.register(fd, select.POLLIN)
-        self._receive_children()
-        while todo or inflight:
-            while todo and len(inflight) < self.workers and self._idle:
-                i = todo.popleft()
-                pid, sock = self._idle.popleft()
-                try:
-                    sock.send(jobs[i])
-                except OSError:  # the child died idle: the job goes to the next one
-                    sock.close()
-                    todo.appendleft(i)
-                    self._order(1)
-                    continue
-                outputs[i] = bytearray()
-                self.programs_run += 1
-                self._top_up(len(todo))
-                inflight[sock.fileno()] = (i, pid, time.monotonic() + timeout_s * self.stretch, sock)
-                poller.register(sock, select.POLLIN)
-            soonest = min((d for _, _, d, _ in inflight.values()), default=time.monotonic() + _STARTUP_S)
-            events = poller.poll(max(0, int((soonest - time.monotonic()) * 1000)) + 1)
-            if not events and not inflight and not self._idle:
-                raise SandboxError(f"the sandbox's template sent no child in {_STARTUP_S:.0f} s:\n{self._stderr()}")
-            for fd, _ in events:
+        self._waiting_since = time.monotonic()
+
+    def _send(self, todo, inflight, jobs, timeout_s: float) -> None:
+        """Give queued programs to idle children, up to ``workers`` in flight; each may send
+        one message per test and its end mark."""
+        while todo and len(inflight) < self.workers and self._idle:
+            i = todo.popleft()
+            pid, sock = self._idle.popleft()
+            try:
+                sock.send(jobs[i][0])
+            except OSError:  # the child died idle: the job goes to the next one
+                sock.close()
+                todo.appendleft(i)
+                self._order(1)
+                continue
+            self.programs_run += 1
+            self._top_up(len(todo))
+            deadline = time.monotonic() + timeout_s * self.stretch
+            inflight[sock.fileno()] = _Flight(i, pid, deadline, sock, messages_left=jobs[i][1] + 1)
+            self._poller.register(sock, select.POLLIN)
+
+    def _step(self, inflight, done) -> None:
+        """One poll: take children and results, end programs that finished or ran out of budget."""
+        soonest = min((f.deadline for f in inflight.values()), default=time.monotonic() + self.stall_s)
+        events = self._poller.poll(max(0, int((soonest - time.monotonic()) * 1000)) + 1)
+        if self._idle or inflight or events:
+            self._waiting_since = time.monotonic()
+        elif time.monotonic() - self._waiting_since > self.stall_s:
+            raise _TemplateLost(f"no child in {self.stall_s:.0f} s")
+        for fd, _ in sorted(events, key=lambda e: e[0] != self._ctrl.fileno()):
+            if fd == self._ctrl.fileno():
+                self._receive_children()
+            elif fd in self._warming:
+                self._ready(fd)
+            elif fd in inflight:
+                state = _drain(inflight[fd])
+                if state == "closed":
+                    self._unended.append(inflight[fd].program)
+                if state != "open":
+                    self._finish(inflight, fd, done, kill=state == "over budget")
+        now = time.monotonic()
+        for fd in [fd for fd, f in inflight.items() if f.deadline <= now]:
+            _drain(inflight[fd])  # what reached the socket while this process was not looking counts
+            self._finish(inflight, fd, done, kill=True)
+
+    def _ping(self) -> None:
+        """Return once the template answers; _TemplateLost if it died or does not answer."""
+        self._pong = False
+        self._ctrl.send(b"P")
+        deadline = time.monotonic() + self.stall_s
+        while not self._pong:
+            if time.monotonic() > deadline:
+                raise _TemplateLost(f"no answer in {self.stall_s:.0f} s")
+            for fd, _ in self._poller.poll(100):
                 if fd == self._ctrl.fileno():
                     self._receive_children()
-                    continue
-                if fd in self._warming:
+                elif fd in self._warming:
                     self._ready(fd)
-                    continue
-                i, pid, _, sock = inflight[fd]
-                if not _drain(sock, outputs[i]):
-                    self._finish(fd, inflight, poller, kill=False)
-            now = time.monotonic()
-            for fd in [fd for fd, (_, _, d, _) in inflight.items() if d <= now]:
-                self._finish(fd, inflight, poller, kill=True, outputs=outputs)
-        self._top_up(len(programs))  # forked while the trainer generates the next batch
-        return [_verdicts(tests, _parse(outputs.get(i, b""))) for i, (_, tests) in enumerate(programs)]
 
-    def _finish(self, fd, inflight, poller, kill: bool, outputs=None) -> None:
-        i, pid, _, sock = inflight.pop(fd)
-        if kill:  # what reached the socket while this process was not looking still counts
-            _drain(sock, outputs[i])
-        poller.unregister(fd)
-        sock.close()
+    def _finish(self, inflight, fd: int, done: dict, kill: bool) -> None:
+        flight = inflight.pop(fd)
+        done[flight.program] = bytes(flight.output)
+        self._poller.unregister(fd)
+        flight.sock.close()
         if kill:
-            self._ctrl.send(b"K%d" % pid)
+            self._ctrl.send(b"K%d" % flight.pid)
 
     def _top_up(self, wanted: int) -> None:
         """Keep up to ``wanted`` children (at most _MAX_POOL) forked or on their way."""
@@ -127,11 +225,16 @@ class Sandbox:
     def _order(self, n: int) -> None:
         """Ask the template for n more children (it forks them while this process waits)."""
         if n > 0:
-            self._ctrl.send(b"N%d" % n)
+            try:
+                self._ctrl.send(b"N%d" % n)
+            except OSError:
+                raise _TemplateLost("control socket closed") from None
             self._owed += n
 
     def _receive_children(self) -> None:
-        """Take every child the template has sent; most sent their "R" long ago."""
+        """Take every child the template has sent; most sent their "R" long ago. The
+        template's end of the control socket closes before its children are killed, so
+        a closed control socket is the template's death."""
         while True:
             try:
                 msg, fds = _recv_fd(self._ctrl)
@@ -140,7 +243,10 @@ class Sandbox:
             except OSError:
                 msg, fds = b"", []
             if not msg:
-                raise SandboxError(f"the sandbox's template process exited:\n{self._stderr()}")
+                raise _TemplateLost("the template exited")
+            if msg == b"P":
+                self._pong = True
+                continue
             self._owed -= 1
             sock = socket.socket(fileno=fds[0])
             self._warming[sock.fileno()] = (int(msg[1:]), sock)
@@ -181,12 +287,15 @@ class Sandbox:
             self._proc = isolation.popen(self.isolation, child.fileno(), config, self._err)
         finally:
             child.close()
-        self._ctrl, self._owner = parent, os.getpid()
+        self._owner = os.getpid()
         ready, _, _ = select.select([parent], [], [], _STARTUP_S)
-        if not ready or parent.recv(1) != b"R":
+        msg, fds = _recv_fd(parent) if ready else (b"", [])
+        parent.close()
+        if msg != b"R" or not fds:
             message = self._stderr()
-            self.close()
+            self._discard()
             raise SandboxError(f"the {self.isolation} sandbox did not start:\n{message}")
+        self._ctrl = socket.socket(fileno=fds[0])
 
     def _stderr(self) -> str:
         if self._err is None:
@@ -204,6 +313,16 @@ class Sandbox:
             self._ctrl.close()
         self._proc = self._ctrl = self._err = None
         self._owed = 0
+
+    def _discard(self) -> None:
+        """Kill this process's template now (it may be stopped, so asking it to exit is not
+        enough) and forget it; the next batch starts a fresh one."""
+        if self._proc is not None and self._owner == os.getpid():
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)  # bwrap and, with it, the namespace
+            except ProcessLookupError:
+                pass
+        self._forget()
 
     def _drop_children(self) -> None:
         for _, sock in [*self._idle, *self._warming.values()]:
@@ -232,22 +351,26 @@ def _job(code: str, tests) -> bytes:
     return json.dumps({"code": code, "tests": [[t.setup, list(t.holes)] for t in tests]}).encode()
 
 
-def _drain(sock: socket.socket, output: bytearray) -> bool:
-    """Append every message waiting on ``sock``; False once the child is done (its end mark,
-    or it closed the socket) or sent too much. A candidate sending the mark early only cuts
-    its own tests short."""
+def _drain(flight: _Flight) -> str:
+    """Append every message waiting on the flight's socket. "open": it may send more;
+    "ended": it sent its end mark; "closed": it closed the socket without one; "over budget":
+    it sent more messages or bytes than its tests allow. A candidate sending the mark early
+    only cuts its own tests short."""
     while True:
         try:
-            message = sock.recv(_MAX_OUTPUT, socket.MSG_DONTWAIT)
+            message = flight.sock.recv(_MAX_OUTPUT, socket.MSG_DONTWAIT)
         except BlockingIOError:
-            return True
+            return "open"
         except OSError:
-            return False
-        if not message or message == _END:
-            return False
-        output += message[: max(0, _MAX_OUTPUT - len(output))] + b"\n"
-        if len(output) >= _MAX_OUTPUT:
-            return False
+            return "closed"
+        if not message:
+            return "closed"
+        if message == _END:
+            return "ended"
+        flight.messages_left -= 1
+        if flight.messages_left < 1 or len(flight.output) + len(message) > _MAX_OUTPUT:
+            return "over budget"
+        flight.output += message + b"\n"
 
 
 def _recv_fd(sock: socket.socket) -> tuple[bytes, list[int]]:
