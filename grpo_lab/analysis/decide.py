@@ -173,11 +173,12 @@ def half_width(c: Comparison, row: dict, n: int, a: float, method: str, target: 
     sd = float(sd) if sd is not None and np.isfinite(sd) else 0.0
     if method == "paired":
         return betting.radius(n, sd, centre, *c.span, a, target)
-    # per arm: a typical arm sits near 0.3 of [0, 1] (the floor is what matters: it barely moves)
-    return sum(abs(w) * betting.radius(n, sd, 0.3, 0.0, 1.0, a, target) for _, w in c.coefs)
+    # per arm, each taken at the middle of [0, 1], where the floor is lowest: optimistic, so no
+    # comparison that could close is given up
+    return sum(abs(w) * betting.radius(n, sd, 0.5, 0.0, 1.0, a, target) for _, w in c.coefs)
 
 
-def planning_gap(c: Comparison, row: dict, delta: float) -> tuple[float, float]:
+def planning_gap(c: Comparison, row: dict, delta: float, method: str) -> tuple[float, float]:
     """(gap, θ): the half-width that would close c, and the truth it assumes: the estimate moved
     2 standard errors toward the easier verdict, max(|θ̂| + 2se, δ − max(|θ̂| − 2se, 0)), so a
     real effect read low on a noisy early estimate is not given up. Without a noise estimate
@@ -185,7 +186,7 @@ def planning_gap(c: Comparison, row: dict, delta: float) -> tuple[float, float]:
     est, sd, t = row.get("est"), row.get("sigma"), row.get("t") or 0.0
     if est is None or sd is None or not (np.isfinite(est) and np.isfinite(sd)) or t < 2:
         return c.span[1] - c.span[0], 0.0
-    se = sd * np.sqrt(sum(w**2 for _, w in c.coefs) / t if row.get("method") == "unpaired" else 1 / t)
+    se = sd * np.sqrt(sum(w**2 for _, w in c.coefs) / t if method == "unpaired" else 1 / t)
     big, small = abs(est) + 2 * se, max(abs(est) - 2 * se, 0.0)
     return (big, float(np.sign(est) * big)) if big >= delta - small else (delta - small, float(np.sign(est) * small))
 
@@ -193,7 +194,7 @@ def planning_gap(c: Comparison, row: dict, delta: float) -> tuple[float, float]:
 def seeds_needed(c: Comparison, row: dict, delta: float, a: float, method: str, target: float,
                  most: int = 100_000) -> float:
     """Seeds per arm at which c's sequence reaches planning_gap (inf beyond `most`)."""
-    gap, theta = planning_gap(c, {**row, "method": method}, delta)
+    gap, theta = planning_gap(c, row, delta, method)
     return betting.samples_to_close(lambda n: half_width(c, row, n, a, method, target, theta), gap, most)
 
 
