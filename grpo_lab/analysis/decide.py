@@ -269,3 +269,19 @@ def allocate(comps: list[Comparison], rows: list[dict], n: dict[tuple[str, str, 
         added[best] = added.get(best, 0) + 1
     return added, {"open": len(plan), "closable": len(live), "runs": sum(added.values()),
                    "hours": sum(cost.get(arm, 1.0) * k for arm, k in added.items())}
+
+
+def prior_needs(comps: list[Comparison], *, alpha: float, delta: float, most: int = 32,
+                method: str = "paired") -> list[dict]:
+    """Before any run, `needs` rows from the noise-free floor: the seeds per arm each sequence
+    needs to show a null comparison equivalent within ±δ with no noise at all (noise only adds),
+    and the δ it could show at the cap."""
+    a = alpha / family_size(comps, method)
+    quiet = {"sigma": 0.0}
+    out = []
+    for c in comps:
+        need = betting.samples_to_close(lambda n: half_width(c, quiet, n, a, method, most, 0.0), delta)
+        out.append({"name": c.name, "seeds": 0, "seeds_needed": need, "hours_needed": np.inf,
+                    "blocked": "seed cap" if need > most else "",
+                    "delta_at_cap": half_width(c, quiet, most, a, method, most, 0.0)})
+    return out

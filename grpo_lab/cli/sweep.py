@@ -24,6 +24,8 @@ def plan(
     as_json: bool = typer.Option(False, "--json", help="print machine-readable JSON to stdout (a line per cell)"),
     cells: bool = typer.Option(False, "--cells", help="print a tab-separated line per cell instead of a table per trick set"),
     hardware: Optional[str] = typer.Option(None, help="hardware profile (default: the matrix's budget.hardware, else cpu)"),
+    decide_delta: Optional[float] = typer.Option(
+        None, "--decide-delta", help="also print, per comparison, the seeds per arm `sweep --decide` needs at this δ even without noise"),
 ) -> None:
     """Expand a matrix and price every cell before any compute is spent (exit 0 whether or not it fits)."""
     import sys
@@ -42,6 +44,14 @@ def plan(
         sys.stdout.writelines(p.json_chunks() if as_json else plan_lines(p))
         return
     show_plan(console, p)
+    if decide_delta is not None:  # imported only here: the decide stack pulls in scipy
+        from grpo_lab.analysis import decide as dec
+        from grpo_lab.execution.waves import DecideOptions, plan_arms, say_needs
+
+        dopts = DecideOptions(delta=decide_delta)
+        comps = dec.comparisons(plan_arms(p))
+        say_needs(dec.prior_needs(comps, alpha=dopts.alpha, delta=decide_delta, most=dopts.most_seeds,
+                                  method=dopts.method), dopts, lambda line: console.print(escape(line)))
 
 
 @app.command()

@@ -131,7 +131,7 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
     """The --decide loop; returns why it stopped ("decided", "budget", "cannot close": every open
     comparison is beyond the seed cap or the budget)."""
     budget = dopts.budget if dopts.budget is not None else plan.limit
-    comps = dec.comparisons(_arms(plan))
+    comps = dec.comparisons(plan_arms(plan))
     devices = {c.model: load_card(c.model).gpus for c in plan.cells}
     while True:
         execute_sweep(session, sweep, runner, opts, on_event=on_event)
@@ -176,10 +176,12 @@ def say_needs(plan: list[dict], dopts: DecideOptions, say=print) -> None:
     for p in plan:
         need = "never" if not math.isfinite(p["seeds_needed"]) else f"{p['seeds_needed']:.0f}"
         flag = f"  BLOCKED by the {p['blocked']}; decidable at δ ≥ {p['delta_at_cap']:.3g}" if p["blocked"] else ""
-        say(f"  {p['name']}: {p['seeds']} seeds per arm now, needs {need}{flag}")
+        now = f"{p['seeds']} now, " if p["seeds"] else ""
+        say(f"  {p['name']}: {now}needs {need} seeds per arm{flag}")
 
 
-def _arms(plan: Plan) -> dict[tuple[str, str], list[str]]:
+def plan_arms(plan: Plan) -> dict[tuple[str, str], list[str]]:
+    """(model, task) -> the plan's arm keys, in plan order."""
     out: dict = {}
     for c in plan.cells:
         key = arm_key("+".join(c.tricks))

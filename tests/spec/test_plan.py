@@ -77,3 +77,14 @@ def test_large_plan_prints_a_row_per_trick_set_and_streams_cells(tmp_path):
     assert res.exit_code == 0 and len(lines) == 40_001 and lines[1].split("\t")[:4] == ["tiny", "math", "baseline", "0"]
     p = json.loads(runner.invoke(app, ["plan", str(m), "--json"]).output)
     assert len(p["cells"]) == 40_000 and p["totals"]["cells"] == 40_000 and p["cells"][-1]["seed"] == 19_999
+
+
+def test_plan_says_which_comparisons_decide_could_close():
+    """At δ = 0.02 no ten_tricks comparison can close within 32 seeds even without noise; at a
+    margin above the one it prints for an effect, effects can."""
+    res = runner.invoke(app, ["plan", str(ROOT / "matrices" / "ten_tricks.yaml"), "--decide-delta", "0.02"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "45 open comparisons; 45 cannot close" in text and "decidable at δ ≥ 0.23" in text
+    res = runner.invoke(app, ["plan", str(ROOT / "matrices" / "ten_tricks.yaml"), "--decide-delta", "0.25"])
+    assert "45 open comparisons; 6 cannot close" in " ".join(res.output.split())  # the interactions
