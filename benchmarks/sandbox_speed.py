@@ -1,21 +1,22 @@
-"""Scoring cost of the code sandbox: this one vs the one it replaced, side by side (A B A B).
+"""Scoring cost of the code sandbox: this tree's sandbox vs an earlier commit's, side by side.
 
-    python benchmarks/sandbox_speed.py [--reps 6] [--gap 0.5] [--baseline ab80ad5]
+    python benchmarks/sandbox_speed.py [--rounds 3] [--reps 3] [--gap 0.5] [--baseline 6bc6259]
 
-The baseline is the sandbox of commit ``--baseline`` (one child process ran a whole batch, no
-namespaces, grading inside the child), read from git history into a temporary folder, so both
-are measured in one run on the same box. Two batches of 256 natural-register programs (reference
-solutions and wrong ones mixed): "distinct" (256 different programs: no dedup helps) and "grpo"
-(32 problems x 8 samples, the duplicates a GRPO group has). ``--gap`` seconds of idle time come
-before each call, as generation would give in a training step; gap 0 measures back-to-back
-calls, where the new sandbox forks its children on the scoring path. Prints median seconds per
-call and new/old ratios. Target: new <= 1.5x old.
+The baseline commit is checked out into a temporary git worktree. Each side runs in a process
+of its own (this script with ``--side``), importing the sandbox from its tree, and the two
+alternate A B A B over ``--rounds`` rounds on the same batches. Two batches of 256
+natural-register programs (reference solutions and wrong ones mixed): "distinct" (256
+different programs: no dedup helps) and "grpo" (32 problems x 8 samples, the duplicates a GRPO
+group has). ``--gap`` seconds of idle time come before each call, as generation gives in a
+training step; gap 0 measures back-to-back calls, where children are forked on the scoring
+path. Prints median seconds per call, new/old ratios and whether both sides gave the same
+rewards. Target: new <= 1.3x old.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import json
 import random
 import statistics
 import subprocess
@@ -24,29 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from grpo_lab.rewards.sandbox import Sandbox, compile_test
-from grpo_lab.tasks.code import NATURAL_TIMEOUT_S, CodeTask, _program
-
 ROOT = Path(__file__).resolve().parent.parent
 _WRONG = "```python\ndef {name}(*args):\n    return {value!r}\n```"
 
 
-def load_baseline(commit: str):
-    """The old ``grpo_lab/rewards/sandbox.py`` (and its child script) as a module."""
-    folder = Path(tempfile.mkdtemp(prefix="old-sandbox-"))
-    for name in ("sandbox.py", "_sandbox_child.py"):
-        text = subprocess.run(["git", "show", f"{commit}:grpo_lab/rewards/{name}"], cwd=ROOT,
-                              check=True, capture_output=True, text=True).stdout
-        (folder / name).write_text(text)
-    spec = importlib.util.spec_from_file_location("old_sandbox", folder / "sandbox.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["old_sandbox"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def batches() -> dict[str, list[tuple[str, list[str]]]]:
     """(program, tests) batches built from the natural code task, as ``CodeTask.score`` builds them."""
+    from grpo_lab.tasks.code import CodeTask, _program
+
     task, rng = CodeTask("natural"), random.Random(0)
     problems = task.problems("train", 256, seed=0)
 
@@ -60,39 +46,70 @@ def batches() -> dict[str, list[tuple[str, list[str]]]]:
             for name, batch in {"distinct": distinct, "grpo": grpo}.items()}
 
 
+def side(tree: str, work_file: str, gaps: list[float], reps: int) -> None:
+    """Measure the sandbox of ``tree`` (this process only): prints {batch/gap: [seconds], rewards}."""
+    sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__ + str(f)]
+    sys.path.insert(0, tree)
+    from grpo_lab.rewards.sandbox import Sandbox, compile_test
+
+    assert Path(sys.modules["grpo_lab"].__file__).resolve().is_relative_to(Path(tree).resolve())
+    timeout = 2.0
+    box = Sandbox("bwrap")
+    work = json.loads(Path(work_file).read_text())
+    compiled = {name: [(c, [compile_test(t) for t in ts]) for c, ts in programs] for name, programs in work.items()}
+    box.run(compiled["grpo"][:8], timeout)  # start the template: not what is measured
+    out: dict = {}
+    for name, programs in compiled.items():
+        for gap in gaps:
+            key = f"{name}/{gap}"
+            out[key] = []
+            for _ in range(reps):
+                time.sleep(gap)
+                start = time.perf_counter()
+                passed = box.run(programs, timeout)
+                out[key].append(time.perf_counter() - start)
+            out[f"{key}/rewards"] = [sum(p) / len(p) if p else 0.0 for p in passed]
+    box.close()
+    print(json.dumps(out))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--gap", type=float, default=0.5)
-    ap.add_argument("--baseline", default="ab80ad5")
+    ap.add_argument("--baseline", default="6bc6259")
+    ap.add_argument("--side", help=argparse.SUPPRESS)
+    ap.add_argument("--work", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    old = load_baseline(args.baseline)
-    new = Sandbox("bwrap")
-    work = batches()
-
-    def run_new(programs, gap):
-        compiled = [(code, [compile_test(t) for t in tests]) for code, tests in programs]
-        return [sum(p) / len(p) for p in new.run(compiled, NATURAL_TIMEOUT_S)]
-
-    def run_old(programs, gap):
-        return old.run_tests(programs, timeout_s=NATURAL_TIMEOUT_S, memory_mb=256)
-
-    run_new(work["grpo"][:8], 0)  # start the template: not what is measured
+    gaps = sorted({0.0, args.gap})
+    if args.side:
+        return side(args.side, args.work, gaps, args.reps)
+    with tempfile.TemporaryDirectory(prefix="sandbox-speed-") as tmp:
+        old_tree = str(Path(tmp) / "old")
+        subprocess.run(["git", "worktree", "add", "--detach", old_tree, args.baseline], cwd=ROOT, check=True,
+                       capture_output=True)
+        work = Path(tmp) / "work.json"
+        work.write_text(json.dumps(batches()))
+        try:
+            results: dict[str, dict[str, list]] = {"old": {}, "new": {}}
+            for _ in range(args.rounds):
+                for label, tree in (("old", old_tree), ("new", str(ROOT))):
+                    cmd = [sys.executable, __file__, "--side", tree, "--work", str(work), "--gap", str(args.gap),
+                           "--reps", str(args.reps)]
+                    measured = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+                    for key, value in measured.items():
+                        results[label].setdefault(key, []).extend(value if not key.endswith("rewards") else [value])
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", old_tree], cwd=ROOT, capture_output=True)
+    print(f"baseline {args.baseline}; {args.rounds} rounds x {args.reps} calls per side, A B A B")
     print(f"{'batch':<10}{'gap s':>6}{'old s':>9}{'new s':>9}{'new/old':>9}  rewards equal")
-    for name, programs in work.items():
-        for gap in sorted({0.0, args.gap}):
-            times: dict[str, list[float]] = {"old": [], "new": []}
-            rewards = {}
-            for _ in range(args.reps):
-                for label, fn in (("old", run_old), ("new", run_new)):
-                    time.sleep(gap)
-                    t0 = time.perf_counter()
-                    rewards[label] = fn(programs, gap)
-                    times[label].append(time.perf_counter() - t0)
-            o, n = statistics.median(times["old"]), statistics.median(times["new"])
-            print(f"{name:<10}{gap:>6.1f}{o:>9.3f}{n:>9.3f}{n / o:>9.2f}  {rewards['old'] == rewards['new']}")
-            sys.stdout.flush()
-    new.close()
+    for name in ("distinct", "grpo"):
+        for gap in gaps:
+            key = f"{name}/{gap}"
+            o, n = statistics.median(results["old"][key]), statistics.median(results["new"][key])
+            same = results["old"][f"{key}/rewards"][-1] == results["new"][f"{key}/rewards"][-1]
+            print(f"{name:<10}{gap:>6.1f}{o:>9.3f}{n:>9.3f}{n / o:>9.2f}  {same}")
 
 
 if __name__ == "__main__":

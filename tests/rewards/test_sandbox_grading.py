@@ -76,3 +76,58 @@ def test_decode_rebuilds_every_tagged_type_and_refuses_bare_non_finite():
     assert parse_line(json.dumps([3, [1]]).encode()) == (3, [1])
     with pytest.raises(ValueError):
         parse_line(b'{"0": [1]}')
+
+
+@pytest.mark.parametrize("test, value", [
+    ("f(3) % 2 == 1", "%300000000d"),  # a candidate string as a format: 300 MB
+    ("list(range(f(1))) == []", 10 ** 12),
+    ("sum(f(1)) == 0", [[0]] * 50_000),  # summing lists is quadratic
+    ("sum(f(1), []) == []", [[0]] * 50_000),
+    ("bytes(f(1)) == b''", 10 ** 10),
+    ("round(5, f(1)) == 5", -10 ** 8),
+    ("f(1) + 'x' == 'x'", 10 ** 6),  # mixed types: refused, not coerced
+])
+def test_the_judge_refuses_work_a_candidate_value_could_make_unbounded(test, value):
+    import tracemalloc
+
+    compiled = compile_test(test)
+    tracemalloc.start()
+    try:
+        verdict = judge(compiled, [value])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert verdict is False and peak < 8 << 20
+
+
+def test_the_judge_still_does_the_arithmetic_tests_use():
+    assert judge(compile_test("f(7) % 2 == 1"), [3])
+    assert judge(compile_test("abs(f(1) - 2.5) < 1e-9"), [2.5])
+    assert judge(compile_test("f(1) + [3] == [1, 2, 3]"), [[1, 2]])
+    assert judge(compile_test("set(f(1)) - {1} == {2}"), [[1, 2]])
+    assert judge(compile_test("sum(f(1)) == 6"), [[1, 2, 3]])
+    assert judge(compile_test("list(range(f(1))) == [0, 1]"), [2])
+    assert judge(compile_test("round(f(1), 2) == 3.14"), [3.14159])
+    assert judge(compile_test("math.isclose(math.sqrt(f(1)), 2.0)"), [4])
+
+
+@pytest.mark.parametrize("test, message", [
+    ("EXPECTED = 120\nassert fact(5) == EXPECTED", "expected side 'EXPECTED'"),
+    ("assert fact(5) == EXPECTED", "expected side 'EXPECTED'"),
+    ("expected = [1, 2]\nassert f(2) == expected[0]", r"expected side 'expected\[0\]'"),
+    ("from fractions import Fraction\nassert f(1) == Fraction(1, 3)", "expected side 'Fraction"),
+    ("assert '%d' % f(1) == '5'", "formats candidate values"),
+    ("assert math.factorial(f(3)) == 6", "math.factorial is not one"),
+])
+def test_tests_whose_expected_side_the_candidate_could_shape_are_refused(test, message):
+    with pytest.raises(BadTestError, match=message):
+        compile_test(test)
+
+
+@pytest.mark.parametrize("test", [
+    "x = [3, 1, 2]\nassert f(x) == [1, 2, 3]",  # a setup input, a literal expected value
+    "assert len(f(4)) == len(set(f(4)))",  # both sides call the candidate: a property test
+    "import math\nassert math.isclose(area(1), 3.14159, rel_tol=1e-3)",
+])
+def test_setup_inputs_and_property_tests_still_load(test):
+    compile_test(test)
