@@ -70,3 +70,25 @@ def test_after_decide_the_labels_are_its_verdicts():
     got = {t: (v, why) for t, v, why in table.select("tricks", "verdict", "reason").iter_rows()}
     assert got["g16"][0] == NOT_WORTH and "open" in got["g16"][1]
     assert got["temp"][0] == HARMFUL and got["kl"][0] == NOT_WORTH and "equivalent" in got["kl"][1]
+
+
+def test_fixed_design_without_effects_labels_follow_the_corrected_tests():
+    """5 seeds, Gaussian noise, no effect or interaction planted, the real effects and interactions
+    frames: a 'worth it' or 'harmful' label in at most α of sweeps (Holm), and 'harmful in
+    combination' exactly where the interaction detector flags a combination."""
+    from grpo_lab.analysis.interactions import effects, interactions
+
+    rng = np.random.default_rng(3)
+    sets = ["baseline", "a", "b", "c", "d", "a+b", "c+d", "a+b+c"]
+    keys = [(task, t) for task in TASKS for t in sets]
+    reps, labelled, combo, flagged = 150, 0, 0, 0
+    for _ in range(reps):
+        runs = pl.DataFrame([{"model": "m", "task": task, "tricks": t, "seed": s, "pass@1": 0.3 + rng.normal(0, 0.02)}
+                             for task, t in keys for s in range(5)])
+        inter = interactions(runs, "pass@1")
+        table = verdict_table(_stats(keys), effects(runs, "pass@1"), inter, VerdictPolicy())
+        labelled += bool(table["verdict"].is_in([WORTH_IT, HARMFUL]).any())
+        combo += bool((table["verdict"] == HARMFUL_COMBO).any())
+        flagged += bool(inter["flagged"].any())
+    assert labelled / reps <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / reps)
+    assert combo == flagged
