@@ -100,10 +100,13 @@ def sweep(
     decide: bool = typer.Option(False, help="after each wave, decide every comparison and add seeds where one is open"),
     budget: Optional[float] = typer.Option(None, help="--decide: device-hours for the whole sweep (default: the matrix's budget)"),
     delta: float = typer.Option(0.02, help="--decide: equivalence margin on pass@1 (TOST within ±delta)"),
+    most_seeds: int = typer.Option(32, help="--decide: seed cap per arm"),
+    unpaired: bool = typer.Option(False, help="--decide: one sequence per arm mean instead of per seed-paired comparison"),
 ) -> None:
     """Run every pending cell of a matrix; idempotent: finished runs are skipped, interrupted ones resume.
     With --decide, the matrix is the first wave: seeds are then added to the arms whose runs close the
-    most open comparisons per device-hour (anytime-valid confidence sequences, analysis/decide.py)."""
+    most open comparisons that can still close, per device-hour (anytime-valid betting confidence
+    sequences, analysis/decide.py)."""
     from rich.markup import escape
 
     from grpo_lab.execution import registry as reg
@@ -144,7 +147,8 @@ def sweep(
         console.print(f"sweep [bold]{sw.name}[/]: {len(sw.cells)} cells, {progress.done} already done; "
                       f"runner {run_on.name} x{run_on.slots}; registry {Session.kw['bind'].url}")
         result = run_cells(session, sw, plan, run_on, opts, progress, mirror,
-                           dict(budget=budget, delta=delta) if decide else None)
+                           dict(budget=budget, delta=delta, most_seeds=most_seeds,
+                                method="unpaired" if unpaired else "paired") if decide else None)
         mirror.finish("failed" if result.counts["failed"] else "finished")
         show_outcome(sw, result, attempts(sw) - attempts_before, done_before, workspace)
         if result.counts["failed"]:

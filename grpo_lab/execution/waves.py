@@ -1,6 +1,6 @@
 """`grpo-lab sweep MATRIX --decide`: run the matrix as the first wave, then decide every
-comparison and add seeds where verdicts are open, wave after wave, until none is open or the
-budget is spent. The statistics are analysis/decide.py's pure functions; this is the loop and
+comparison and add seeds where verdicts are open and can still close, wave after wave, until none
+is open, none can close within the seed cap, or the budget is spent. The statistics are analysis/decide.py's pure functions; this is the loop and
 its bookkeeping.
 
 The registry keeps (execution/registry.py), per sweep, one `decide_waves` row per analysed wave (hours spent so far, the
