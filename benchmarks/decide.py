@@ -18,8 +18,8 @@ Scenarios:
   hetero   null, and dynamic_temperature's seeds 3x noisier (9x the variance) on every task
 
 Methods, each with its own allocator that stops spending once a comparison is decided:
-  old       pooled-σ normal-mixture confidence sequences, Bonferroni (the project's method before
-            the betting sequences; kept here as the reference)
+  old       pooled-σ normal-mixture confidence sequences with a Student-corrected plug-in σ̂,
+            Bonferroni: the reference, which assumes one noise level per (model, task)
   unpaired  analysis/decide.py, per-arm betting sequences
   paired    analysis/decide.py, betting sequences on seed-index paired contrasts (the default)
 All start at 2 seeds per arm and add waves of --wave runs until nothing is open, nothing can close,

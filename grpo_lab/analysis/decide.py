@@ -36,7 +36,7 @@ guarantee already counts).
 
 The price of holding for every bounded distribution: a seed's paired difference could be anywhere
 in its range, so even without noise an interval narrows by about log(2/α_K)/(C·t) of the range
-after t seeds; at α = 0.05 over 45 comparisons a ±0.02 equivalence on pass@1 needs ~430 seeds per
+after t seeds; at α = 0.05 over 45 comparisons a ±0.02 equivalence on pass@1 needs ~420 seeds per
 arm whatever the noise (betting.min_samples). `needs` says so before seeds are spent.
 """
 

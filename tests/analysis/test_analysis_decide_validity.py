@@ -9,8 +9,9 @@ a |θ| ≥ δ comparison is called equivalent. Each rate must stay ≤ α + 2 Mo
 errors, under noise models the normal-mixture method assumed away: heavy tails, collapsed seeds,
 one arm 9x noisier, pass rates near 0 and 1, and a true effect exactly at the TOST margin.
 
-A small copy of the pooled-σ normal-mixture sequence the project used before stays here as a
-reference: the same loop shows it failing the 9x case, so the suite can tell a broken method.
+A pooled-σ normal-mixture sequence (Howard et al. 2021), which assumes one noise level per cell,
+stays here as a reference: the same loop shows it failing the 9x case, so the suite can tell a
+method that breaks.
 """
 
 from __future__ import annotations
@@ -75,16 +76,16 @@ def run_new(comps, y, method: str) -> list[dict]:
             n[k] += extra
 
 
-def old_radius(t, sigma, alpha):
+def reference_radius(t, sigma, alpha):
     """The pooled-σ normal mixture (Howard et al. 2021 eq. 14), Student-corrected σ̂."""
     L = 2 * np.log(1 / alpha)
     r = 4.0 / (L + np.log(1 + L))
     return sigma * np.sqrt((t + r) * (np.log1p(t / r) + L)) / t
 
 
-def run_old(comps, y) -> list[dict]:
-    """The old method under the same optional stopping: every open comparison's arms grow by one
-    seed per wave (its allocator spent where the plug-in said verdicts would close)."""
+def run_reference(comps, y) -> list[dict]:
+    """The reference method under the same optional stopping: every open comparison's arms grow by
+    one seed per wave."""
     a = ALPHA / len(comps)
     verdicts = {c.name: "open" for c in comps}
     signs = dict.fromkeys(verdicts, 0.0)
@@ -97,7 +98,7 @@ def run_old(comps, y) -> list[dict]:
             if verdicts[c.name] != "open":
                 continue
             est = sum(w * means[k] for k, w in c.coefs)
-            rad = old_radius(n / sum(w**2 for _, w in c.coefs), sigma, a)
+            rad = reference_radius(n / sum(w**2 for _, w in c.coefs), sigma, a)
             verdicts[c.name], signs[c.name] = decide.classify(est - rad, est + rad, DELTA), np.sign(est)
         if all(v != "open" for v in verdicts.values()):
             break
@@ -138,7 +139,7 @@ def test_family_wise_error_holds_under_every_noise_model(model, method):
 
 
 def test_the_suite_catches_the_pooled_normal_mixture_on_the_noisy_arm():
-    fs, fe, bound = error_rates("hetero", run_old, reps=300)
+    fs, fe, bound = error_rates("hetero", run_reference, reps=300)
     assert fs > bound, (fs, bound)
-    gauss, _, _ = error_rates("gaussian", run_old, reps=300)
+    gauss, _, _ = error_rates("gaussian", run_reference, reps=300)
     assert gauss <= bound  # where its assumptions hold, it held
