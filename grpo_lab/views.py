@@ -17,7 +17,7 @@ from grpo_lab.spec.plan import Plan
 from grpo_lab.util.files import read_json
 
 STYLE = {"finished": "green", "stopped": "yellow", "failed": "red", "running": "cyan", "pending": "dim",
-         "interrupted": "magenta"}
+         "interrupted": "magenta", "preempted": "blue"}
 
 
 class SweepProgress:

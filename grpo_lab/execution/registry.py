@@ -92,8 +92,9 @@ class Run(Base):
     @property
     def wasted_gpu_hours(self) -> float:
         """Hours of attempts that did not end the run: failed or interrupted (their checkpointed
-        steps are reused by the next attempt, the steps since the last checkpoint are not)."""
-        return sum(a.gpu_hours for a in self.attempts if a.status not in DONE)
+        steps are reused by the next attempt, the steps since the last checkpoint are not). A
+        preempted attempt checkpointed at its last step, so none of its hours are lost."""
+        return sum(a.gpu_hours for a in self.attempts if a.status not in (*DONE, "preempted"))
 
 
 class SweepRun(Base):
@@ -124,8 +125,10 @@ class Attempt(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"))
     number: Mapped[int]
-    status: Mapped[str] = mapped_column(String(20), default="running")  # running|finished|stopped|failed|interrupted
+    # running|finished|stopped|failed|interrupted|preempted
+    status: Mapped[str] = mapped_column(String(20), default="running")
     runner: Mapped[str] = mapped_column(String(30), default="local")
+    job_id: Mapped[str | None] = mapped_column(String(64))  # the scheduler's id (Slurm): a restarted driver adopts it
     host: Mapped[str | None] = mapped_column(String(200))
     started_at: Mapped[datetime] = mapped_column(default=now)
     ended_at: Mapped[datetime | None]
@@ -224,8 +227,23 @@ def connect(url: str) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+ADDED_COLUMNS = {"attempts": ("job_id VARCHAR(64)",)}  # columns newer than a registry's tables
+
+
+def add_columns(conn) -> None:
+    """ALTER the tables of a registry created before a column existed (create_all adds tables only)."""
+    from sqlalchemy import inspect
+
+    inspector = inspect(conn)
+    for table, columns in ADDED_COLUMNS.items():
+        have = {c["name"] for c in inspector.get_columns(table)}
+        for column in columns:
+            if column.split()[0] not in have:
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column}"))
+
+
 def create_schema(engine, url: str) -> None:
-    """Create missing tables. Two processes opening a new registry at once (a sweep starting and
+    """Create missing tables (and add missing columns). Two processes opening a new registry at once (a sweep starting and
     `grpo-lab status`) would both CREATE: SQLite files are serialised by a lock file beside them,
     PostgreSQL by an advisory lock held for the transaction; other databases retry, since the
     loser's CREATE fails only because the winner's succeeded."""
@@ -234,12 +252,15 @@ def create_schema(engine, url: str) -> None:
 
         with open(url.removeprefix("sqlite:///") + ".schema-lock", "w") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
-            Base.metadata.create_all(engine)
+            with engine.begin() as conn:
+                Base.metadata.create_all(conn)
+                add_columns(conn)
         return
     if engine.dialect.name == "postgresql":  # concurrent CREATEs there collide in pg_class (UniqueViolation)
         with engine.begin() as conn:
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
             Base.metadata.create_all(conn)
+            add_columns(conn)
         return
     for attempt in range(5):
         try:
@@ -287,8 +308,8 @@ def begin_attempt(session: Session, run: Run, runner: str, host: str, start_step
 def end_attempt(session: Session, attempt: Attempt, status: str, gpu_hours: float, error: str | None = None,
                 retry: bool = False) -> None:
     """Close an attempt and move its run: finished/stopped end it; a failure leaves it failed, or
-    pending when it will be retried; an interruption leaves it pending (the next sweep resumes it
-    from its checkpoint)."""
+    pending when it will be retried; an interruption or a preemption leaves it pending (resumed
+    from its checkpoint by this sweep or the next)."""
     attempt.status, attempt.gpu_hours, attempt.error, attempt.ended_at = status, gpu_hours, error, now()
     run = attempt.run
     if status in DONE:

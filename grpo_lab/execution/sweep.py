@@ -121,22 +121,66 @@ def reconcile(sweep: reg.Sweep, plan: Plan, mode: str) -> None:
 
 def recover(session: Session, sweep: reg.Sweep) -> int:
     """Close attempts a killed driver left open; returns how many. Their GPU-hours come from the
-    run's heartbeat (last step written by that attempt), so interrupted compute is not lost."""
+    run's heartbeat (last step written by that attempt), so interrupted compute is not lost.
+    Attempts with a scheduler job id are left to execute_sweep, which adopts the live ones."""
     n = 0
     for cell in sweep.cells:
         for attempt in cell.run.attempts:
-            if attempt.status != "running":
-                continue
-            result = read_json(Path(cell.run.out_dir) / f"result-{attempt.number}.json")
-            if result:  # the attempt ended after the driver died: take its own word for it
-                hours = result.get("wall_seconds", 0.0) * cell.run.devices / 3600
-                attempt.start_step = result.get("start_step", attempt.start_step)
-                reg.end_attempt(session, attempt, result["status"], hours, result.get("error"))
-            else:
-                hours, attempt.start_step = heartbeat_hours(attempt)
-                reg.end_attempt(session, attempt, "interrupted", hours, "the sweep driver stopped during this attempt")
-            n += 1
+            if attempt.status == "running" and not attempt.job_id:
+                close_open(session, attempt)
+                n += 1
     return n
+
+
+def close_open(session: Session, attempt: reg.Attempt) -> None:
+    """End an attempt a stopped driver left open: by its own result when it wrote one after the
+    driver died, else as interrupted with its heartbeat's hours."""
+    result = read_json(Path(attempt.run.out_dir) / f"result-{attempt.number}.json")
+    if result:
+        hours = result.get("wall_seconds", 0.0) * attempt.run.devices / 3600
+        attempt.start_step = result.get("start_step", attempt.start_step)
+        reg.end_attempt(session, attempt, result["status"], hours, result.get("error"))
+    else:
+        hours, attempt.start_step = heartbeat_hours(attempt)
+        reg.end_attempt(session, attempt, "interrupted", hours, "the sweep driver stopped during this attempt")
+
+
+def adopt(session: Session, cells: list[reg.SweepRun], runner: Runner) -> dict[str, reg.Attempt]:
+    """Attempts a killed driver left open among `cells`: those whose scheduler job is still queued
+    or running are taken over by `runner` (not submitted again); the others are closed."""
+    adopted = {}
+    for cell in cells:
+        for attempt in [a for a in cell.run.attempts if a.status == "running"]:
+            job = Job(cell.run_id, prepare_dir(cell.run), attempt.number, cell.run.devices)
+            if attempt.job_id and attempt.runner == runner.name and runner.adopt(job, attempt.job_id):
+                adopted[cell.run_id] = attempt
+            else:
+                close_open(session, attempt)
+    return adopted
+
+
+def record_job_ids(session: Session, running: dict[str, reg.Attempt], runner: Runner) -> None:
+    """Keep each submitted attempt's scheduler job id in the registry, for a restarted driver to adopt."""
+    new = {rid: job_id for rid, a in running.items() if a.job_id is None and (job_id := runner.job_id(rid))}
+    for rid, job_id in new.items():
+        running[rid].job_id = job_id
+    if new:
+        session.commit()
+
+
+def settle(session: Session, attempt: reg.Attempt, out: Outcome, may_retry: bool) -> bool:
+    """Record an ended attempt; returns whether to submit its run again now: always after a
+    preemption (nothing was lost, it is not a try), after a failure or a vanished attempt while
+    `may_retry`. A vanished attempt's hours are its heartbeat's: it had no time to report them."""
+    if out.start_step is not None:
+        attempt.start_step = out.start_step
+    hours = out.wall_seconds * attempt.run.devices / 3600
+    if out.status == "interrupted":
+        hours, attempt.start_step = heartbeat_hours(attempt)
+    again = out.status == "preempted" or (out.status in ("failed", "interrupted") and retryable(out.error)
+                                          and may_retry)
+    reg.end_attempt(session, attempt, out.status, hours, out.error, retry=again)
+    return again
 
 
 def heartbeat_hours(attempt: reg.Attempt) -> tuple[float, int | None]:
@@ -191,10 +235,13 @@ def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
     result.blocked = {c.run_id: why for c in cells if (why := blocked(c.run))}
     todo = [c for c in cells if c.run.status not in reg.DONE and c.run_id not in result.blocked]
     result.skipped = len(cells) - len(todo) - len(result.blocked)
-    tries = dict.fromkeys(by_run, 0)
-    running: dict[str, reg.Attempt] = {}
+    running = adopt(session, todo, runner)
+    todo = [c for c in todo if c.run_id not in running]
+    tries = {rid: int(rid in running) for rid in by_run}
     host = socket.gethostname()
     notify = on_event or (lambda *a: None)
+    for rid in running:
+        notify("start", by_run[rid], None)
     try:
         while todo or running:
             while todo and len(running) < runner.slots:
@@ -206,17 +253,15 @@ def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
                 result.executed.append(cell.run_id)
                 runner.submit(Job(cell.run_id, run_dir, attempt.number, cell.run.devices))
                 notify("start", cell, None)
+            record_job_ids(session, running, runner)
             for out in runner.poll(timeout=1.0):
                 attempt = running.pop(out.job.run_id)
                 cell = by_run[out.job.run_id]
-                retry = out.status == "failed" and retryable(out.error) and tries[cell.run_id] <= opts.retries
-                if out.start_step is not None:
-                    attempt.start_step = out.start_step
-                reg.end_attempt(session, attempt, out.status, out.wall_seconds * cell.run.devices / 3600,
-                                out.error, retry=retry)
-                if retry:
+                tries[cell.run_id] -= out.status == "preempted"
+                if settle(session, attempt, out, tries[cell.run_id] <= opts.retries):
                     todo.append(cell)  # resumes from its checkpoint as the next attempt
                 notify("end", cell, out)
+            record_job_ids(session, running, runner)
             if not running and not todo:
                 break
             notify("tick", None, None)

@@ -5,12 +5,19 @@ a heartbeat after every step and a result file at the end. The run folder is loc
 attempt's lifetime, and a folder that already holds the run's summary is reported finished
 without training: this is what guarantees a finished run is never executed twice, even when a
 killed sweep left an orphaned attempt behind.
+
+Preemption is a signal: SIGTERM (what Slurm, Kubernetes and `kill` send before SIGKILL), SIGUSR1
+(`--signal=USR1@60`) or SIGUSR2 (submitit's default time-limit signal). The attempt then
+checkpoints at the next step boundary, reports `preempted` and exits with PREEMPTED_EXIT; the
+sweep resubmits it without counting it against --retries.
 """
 
 from __future__ import annotations
 
 import fcntl
+import signal
 import socket
+import threading
 import sys
 import time
 import traceback
@@ -19,6 +26,26 @@ from pathlib import Path
 
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.util.files import read_json, write_json
+
+PREEMPT_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+PREEMPTED_EXIT = 75  # EX_TEMPFAIL: try again later, which is what the sweep does
+
+
+@contextmanager
+def preemptible():
+    """A callable that turns true once a preemption signal arrives, for the attempt's lifetime.
+    Signal handlers belong to the main thread; elsewhere (a threaded executor) the attempt is
+    simply not preemptible and the signal keeps its old meaning."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    previous = {sig: signal.signal(sig, lambda signum, _frame: caught.append(signum)) for sig in PREEMPT_SIGNALS}
+    try:
+        yield lambda: bool(caught)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @contextmanager
@@ -71,13 +98,13 @@ def execute(run_dir: str | Path, attempt: int, devices: int = 1) -> dict:
     """Run attempt `attempt` of the run whose resolved config is run_dir/config.json on `devices`
     GPUs (the runner has made them visible). Returns (and writes to run_dir/result-<attempt>.json)
     {status, error, summary, wall_seconds, host}: status is finished, stopped (an alarm in
-    stop_on ended it) or failed."""
-    from grpo_lab.trainer.grpo import train
+    stop_on ended it), preempted (a signal: checkpointed, to be resumed) or failed."""
+    from grpo_lab.trainer.grpo import Preempted, train
 
     run_dir = Path(run_dir)
     t0, host = time.time(), socket.gethostname()
     result = {"attempt": attempt, "host": host, "error": None, "summary": None}
-    with locked(run_dir):
+    with locked(run_dir), preemptible() as preempt:
         reused = None
         try:
             summary = reused = finished_summary(run_dir)
@@ -93,9 +120,12 @@ def execute(run_dir: str | Path, attempt: int, devices: int = 1) -> dict:
                                                             "reward": metrics.get("reward/mean")})
 
                 n = processes(cfg, devices)
-                summary = train(cfg, run_dir, on_step=on_step) if n == 1 else train_launched(cfg, run_dir, n)
+                summary = (train(cfg, run_dir, on_step=on_step, preempt=preempt) if n == 1
+                           else train_launched(cfg, run_dir, n))
             result["summary"] = summary
             result["status"] = "stopped" if summary.get("stopped") else "finished"
+        except Preempted as exc:
+            result["status"], result["error"] = "preempted", str(exc)
         except Exception as exc:  # reported to the driver, which records it and may retry
             result["status"] = "failed"
             result["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
@@ -109,4 +139,4 @@ def execute(run_dir: str | Path, attempt: int, devices: int = 1) -> dict:
 
 if __name__ == "__main__":  # python -m grpo_lab.execution.worker RUN_DIR ATTEMPT DEVICES
     out = execute(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
-    sys.exit(0 if out["status"] != "failed" else 1)
+    sys.exit({"failed": 1, "preempted": PREEMPTED_EXIT}.get(out["status"], 0))

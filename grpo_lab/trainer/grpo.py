@@ -237,11 +237,21 @@ def update(run: RunState, parts, advs, masks, old_logp, ref_logp, beta: float, T
             "train/lr": lr}
 
 
-def train(cfg: RunConfig, out_dir: Path, on_step=None) -> dict:
+class Preempted(Exception):
+    """The run was asked to give up its devices (`preempt()` turned true): it checkpointed at the
+    step boundary `next_step` and ended without a summary; the next attempt resumes there."""
+
+    def __init__(self, next_step: int):
+        super().__init__(f"preempted: checkpointed before step {next_step}")
+        self.next_step = next_step
+
+
+def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None) -> dict:
     """Run (or resume) one GRPO run; returns the summary also written to out_dir/summary.json.
 
     A step on which an alarm kind listed in `alarms.stop_on` fires is logged and checkpointed,
-    then the run ends. Wall and phase seconds are carried over from the checkpoint of an earlier
+    then the run ends. When `preempt()` is true after a step (a signal the worker caught), the
+    run checkpoints there and raises Preempted: steps are the unit that resumes bit-identically. Wall and phase seconds are carried over from the checkpoint of an earlier
     attempt, so the summary's device-hours cover the whole run (minus work lost after the last
     checkpoint of a killed attempt, which neither counts)."""
     out_dir = Path(out_dir)
@@ -278,10 +288,13 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None) -> dict:
         if on_step:
             on_step(step, metrics)
         stop = monitor.stop_reason(step, fired)
-        if stop or (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
+        leave = preempt is not None and preempt() and not stop and step + 1 < cfg.steps
+        if leave or stop or (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
             run.timing, run.wall_seconds = dict(timer.total), wall()
             with timer("checkpoint"):
                 checkpoint.save(run, step + 1, out_dir)
+        if leave:
+            raise Preempted(step + 1)
         if stop:
             if "eval/pass@1" not in metrics:  # a stopped run is judged where it stopped, not earlier
                 with timer("eval"):

@@ -28,7 +28,9 @@ class Job:
 @dataclass(frozen=True)
 class Outcome:
     job: Job
-    status: str  # finished | stopped | failed
+    # finished | stopped | failed | preempted (checkpointed on a signal) | interrupted (its process,
+    # job or node vanished without a result: the driver takes its hours from the heartbeat)
+    status: str
     error: str | None
     summary: dict | None
     wall_seconds: float
@@ -42,6 +44,11 @@ class Runner(Protocol):
     def submit(self, job: Job) -> None: ...
     def poll(self, timeout: float) -> list[Outcome]: ...  # attempts that ended since the last poll
     def close(self) -> None: ...  # stop what is still running (the driver records it as interrupted)
+    # The scheduler's id of a submitted attempt, kept in the registry; None where attempts die with
+    # the driver (local processes, Ray tasks), so there is nothing to adopt later.
+    def job_id(self, run_id: str) -> str | None: ...
+    # Take over a live job a killed driver submitted; False when it is no longer queued or running.
+    def adopt(self, job: Job, job_id: str) -> bool: ...
 
 
 class RayOptions(Strict):
@@ -59,6 +66,8 @@ class SlurmOptions(Strict):
     mem_gb: float | None = None
     gpus_per_node: int | None = None  # None: the model card's gpus
     array: bool = False  # one job array for the pending runs instead of a job per run
+    # seconds before the time limit Slurm sends submitit's USR2: the attempt checkpoints and is resubmitted
+    signal_delay_s: int = Field(90, ge=0)
     account: str | None = None
     qos: str | None = None
     additional: dict[str, Any] = {}  # any other sbatch setting, e.g. {constraint: h100}

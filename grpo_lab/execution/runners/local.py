@@ -78,9 +78,15 @@ class LocalRunner:
         return outcome_from(job, result, f"worker exited with code {proc.returncode} and no result:\n{tail}",
                             time.time() - t0)
 
+    def job_id(self, run_id: str) -> str | None:
+        return None  # a worker dies with its driver (PDEATHSIG): nothing outlives it to adopt
+
+    def adopt(self, job: Job, job_id: str) -> bool:
+        return False
+
     def close(self) -> None:
         for job, proc, *_ in self.procs.values():
-            proc.terminate()
+            proc.terminate()  # SIGTERM: the worker checkpoints at its next step boundary
         for job, proc, _, _, log in self.procs.values():
             try:
                 proc.wait(timeout=10)

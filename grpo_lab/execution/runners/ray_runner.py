@@ -46,11 +46,17 @@ class RayRunner:
         for ref in ready:
             job, t0 = self.pending.pop(ref)
             try:
-                result, error = self.ray.get(ref), None
-            except Exception as exc:  # the task's process died (OOM, node lost): no result to read
-                result, error = None, f"ray task failed: {type(exc).__name__}: {exc}"
-            out.append(outcome_from(job, result, error or "no result", time.time() - t0))
+                out.append(outcome_from(job, self.ray.get(ref), "no result", time.time() - t0))
+            except Exception as exc:  # execute catches its own errors: its process or node died (OOM, node lost)
+                out.append(Outcome(job, "interrupted", f"ray task lost: {type(exc).__name__}: {str(exc)[:300]}",
+                                   None, time.time() - t0))
         return out
+
+    def job_id(self, run_id: str) -> str | None:
+        return None  # a task dies with the driver that owns it: nothing to adopt
+
+    def adopt(self, job: Job, job_id: str) -> bool:
+        return False
 
     def close(self) -> None:
         for ref in list(self.pending):

@@ -1,18 +1,35 @@
 """The Slurm runner, through submitit: a job per attempt, or one job array for the pending runs.
 
 sbatch settings come from the profile (runners/slurm.yaml). With `cluster: local` (or no sbatch
-on the machine) submitit's local executor runs the same jobs as subprocesses: that is how the
-tests exercise this runner without a cluster.
+on the machine) submitit's local executor runs the same jobs as subprocesses.
+
+On Slurm a job's end is read from `squeue` (one call per poll for all jobs) and the result file
+submitit writes, not from `sacct`: clusters without accounting (no slurmdbd) have no sacct, and
+a job that vanished without a result (scancel, node failure, time limit) must still end its
+attempt. Jobs outlive the driver, so each attempt's job id goes into the registry and a
+restarted driver adopts the ones still queued or running instead of submitting them again.
 """
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
 from grpo_lab.execution.runners.base import Job, Outcome, SlurmOptions, outcome_from
 from grpo_lab.execution.worker import execute
+from grpo_lab.util.files import read_json
+
+
+def live_jobs() -> set[str] | None:
+    """Ids of the jobs Slurm still holds (pending, running, completing), array tasks as
+    ARRAY_TASK; None when squeue cannot answer (the controller is busy or down): assume all live."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return set(out.stdout.split()) if out.returncode == 0 else None
 
 
 class SlurmRunner:
@@ -23,8 +40,10 @@ class SlurmRunner:
             import submitit
         except ImportError:
             raise RuntimeError("runner slurm needs `pip install submitit`") from None
+        self.submitit = submitit
         cluster = opts.cluster or ("slurm" if shutil.which("sbatch") else "local")
-        self.executor = submitit.AutoExecutor(folder=str(Path(workspace) / opts.folder / "%j"), cluster=cluster)
+        self.folder = Path(workspace) / opts.folder / "%j"
+        self.executor = submitit.AutoExecutor(folder=str(self.folder), cluster=cluster)
         self.opts, self.cluster = opts, cluster
         self.slots = slots or (64 if cluster == "slurm" else 2)
         self.jobs: dict = {}  # submitit job -> (Job, start time)
@@ -35,7 +54,8 @@ class SlurmRunner:
         params = {"timeout_min": o.timeout_min, "cpus_per_task": o.cpus_per_task, "tasks_per_node": 1,
                   "nodes": 1, "name": "grpo-lab"}
         if self.cluster == "slurm":
-            params.update({"gpus_per_node": o.gpus_per_node or devices, "slurm_array_parallelism": self.slots})
+            params.update({"gpus_per_node": o.gpus_per_node or devices, "slurm_array_parallelism": self.slots,
+                           "slurm_signal_delay_s": o.signal_delay_s})
             params.update({f"slurm_{k}": v for k, v in
                            {"partition": o.partition, "account": o.account, "qos": o.qos}.items() if v})
             if o.mem_gb:
@@ -64,23 +84,46 @@ class SlurmRunner:
         for job, handle in zip(jobs, handles):
             self.jobs[handle] = (job, time.time())
 
+    def job_id(self, run_id: str) -> str | None:
+        return next((h.job_id for h, (job, _) in self.jobs.items() if job.run_id == run_id), None)
+
+    def adopt(self, job: Job, job_id: str) -> bool:
+        if self.cluster != "slurm" or job_id not in (live_jobs() or ()):
+            return False
+        self._track([job], [self.submitit.SlurmJob(folder=str(self.folder), job_id=job_id)])
+        return True
+
+    def _ended(self) -> list:
+        """Handles whose job has a result, or (on Slurm) is no longer held by the scheduler."""
+        if self.cluster != "slurm":
+            return [h for h in self.jobs if h.done()]
+        with_result = [h for h in self.jobs if h.paths.result_pickle.exists()]
+        live = live_jobs() if len(with_result) < len(self.jobs) else None
+        gone = [] if live is None else [h for h in self.jobs if h.job_id not in live]
+        return list(dict.fromkeys(with_result + gone))
+
     def poll(self, timeout: float) -> list[Outcome]:
         self._flush()
         deadline = time.time() + timeout
         while True:
-            done = [h for h in self.jobs if h.done()]
+            done = self._ended()
             if done or time.time() >= deadline or not self.jobs:
                 break
             time.sleep(0.5)
-        out = []
-        for handle in done:
-            job, t0 = self.jobs.pop(handle)
+        return [self._collect(handle) for handle in done]
+
+    def _collect(self, handle) -> Outcome:
+        job, t0 = self.jobs.pop(handle)
+        if handle.paths.result_pickle.exists() or self.cluster != "slurm":
             try:
-                result, error = handle.result(), None
-            except Exception as exc:  # job failed outside execute (timeout, preemption, node failure)
-                result, error = None, f"slurm job {handle.job_id} failed: {type(exc).__name__}: {exc}"
-            out.append(outcome_from(job, result, error or "no result", time.time() - t0))
-        return out
+                return outcome_from(job, handle.result(), "no result", time.time() - t0)
+            except Exception as exc:  # the job failed outside execute (its process died, time limit)
+                error = f"slurm job {handle.job_id} failed: {type(exc).__name__}: {str(exc)[:300]}"
+        else:
+            error = f"slurm job {handle.job_id} left the queue without a result (scancel, node failure, time limit)"
+        result = read_json(Path(job.run_dir) / f"result-{job.attempt}.json")  # the worker's own word, if it got there
+        return outcome_from(job, result, error, time.time() - t0) if result else \
+            Outcome(job, "interrupted", error, None, time.time() - t0)
 
     def close(self) -> None:
         for handle in self.jobs:
