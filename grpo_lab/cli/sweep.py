@@ -26,18 +26,24 @@ def plan(
     hardware: Optional[str] = typer.Option(None, help="hardware profile (default: the matrix's budget.hardware, else cpu)"),
     decide_delta: Optional[float] = typer.Option(
         None, "--decide-delta", help="also print, per comparison, the seeds per arm `sweep --decide` needs at this δ even without noise"),
+    workspace: Path = typer.Option(Path(".grpo-lab"), help="workspace whose registry's finished runs calibrate the estimates"),
+    db: Optional[str] = typer.Option(None, help="registry SQLAlchemy URL (default sqlite in the workspace; env GRPO_LAB_DB)"),
 ) -> None:
-    """Expand a matrix and price every cell before any compute is spent (exit 0 whether or not it fits)."""
+    """Expand a matrix and price every cell before any compute is spent (exit 0 whether or not it fits).
+    Estimates are corrected by what finished runs of the same model measured, where the registry has any."""
     import sys
 
     from rich.markup import escape
 
+    from grpo_lab.execution.calibration import from_registry
     from grpo_lab.spec.matrix import load_matrix
-    from grpo_lab.spec.plan import make_plan
+    from grpo_lab.spec.plan import make_plan, plan_hardware
     from grpo_lab.views import plan_lines, show_plan
 
     try:
-        p = make_plan(load_matrix(matrix), hardware, name=matrix.stem)
+        spec = load_matrix(matrix)
+        measured = from_registry(db, workspace, plan_hardware(spec, hardware))
+        p = make_plan(spec, hardware, name=matrix.stem, calibrations=measured)
     except ConfigError as exc:
         fail(ConfigError(escape(str(exc))))  # '[a, b]' in a message is not markup
     if as_json or cells:  # streamed: a plan can have hundreds of thousands of cells

@@ -17,12 +17,13 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
+from grpo_lab.execution import calibration
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.base import Job, Outcome, Runner, retryable
 from grpo_lab.spec.config import comparable
 from grpo_lab.spec.matrix import load_matrix
 from grpo_lab.spec.model_cards import load_card
-from grpo_lab.spec.plan import Plan, make_plan
+from grpo_lab.spec.plan import Plan, make_plan, plan_hardware
 from grpo_lab.util.files import read_json
 from grpo_lab.util.yamlio import ConfigError
 
@@ -47,8 +48,11 @@ class SweepResult:
 
 
 def plan_for(matrix: Path, opts: SweepOptions) -> Plan:
+    """The matrix's plan, its estimates calibrated by the registry's finished runs, checked
+    against its budget."""
     spec = load_matrix(matrix)
-    plan = make_plan(spec, name=opts.name or spec.name or matrix.stem)
+    measured = calibration.from_registry(opts.db_url, opts.workspace, plan_hardware(spec))
+    plan = make_plan(spec, name=opts.name or spec.name or matrix.stem, calibrations=measured)
     if plan.fits is False and not opts.allow_over_budget:
         raise ConfigError(f"{matrix}: the plan needs {plan.total:.3g} {plan.hardware.unit}, over its budget of "
                           f"{plan.limit:.3g}: cut cells or steps, raise budget, or pass --allow-over-budget")

@@ -3,7 +3,9 @@
 The estimate counts FLOPs per phase of a GRPO run and divides by what the hardware achieves in
 that phase (peak x utilisation, experiments/hardware/*.yaml): decode is memory-bound and reaches
 a small fraction of peak, training a large one. It is a planning figure that ignores everything
-but FLOPs (stragglers, weight sync, rewards); `calibrate` scales it by what finished runs measured.
+but FLOPs (stragglers, weight sync, rewards, start-up); `calibrate` corrects it by what finished
+runs of the same model measured: each phase by its median measured/estimated ratio, plus the
+median fixed cost of a run (process start, model load and warm start, checkpoints, logging).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ RESPONSE_FILL = 0.6
 # generators' prompts plus BOS. Natural: a GSM8K/MBPP-style question in a chat template.
 COMPACT_PROMPT_TOKENS = {"math": 8, "code": 30, "logic": 12}
 COMPACT_DEFAULT, NATURAL_PROMPT_TOKENS = 20, 150
-PHASES = ("sampling", "reference", "training", "eval")
+PHASES = ("sampling", "reference", "training", "eval", "fixed")  # fixed: per run, whatever its size
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,7 @@ class Estimate:
     phases: dict[str, float]
     devices: int  # devices one run holds (the model card's `gpus`)
     unit: str
-    calibration: float = 1.0  # measured/estimated factor applied (1: not calibrated)
+    calibrated_from: int = 0  # finished runs whose measurements corrected it (0: FLOPs only)
 
     @property
     def total(self) -> float:
@@ -99,29 +101,65 @@ def estimate(cfg: RunConfig, card: ModelCard, hardware: Hardware, prompt_tokens:
     rate = {"sampling": hardware.mfu_sampling, "eval": hardware.mfu_sampling,
             "reference": hardware.mfu_training, "training": hardware.mfu_training}
     phases = {k: f / (hardware.peak_flops * rate[k]) / 3600 for k, f in flops.items()}
-    return Estimate(phases=phases, devices=card.gpus, unit=hardware.unit)
+    return Estimate(phases=phases | {"fixed": 0.0}, devices=card.gpus, unit=hardware.unit)
 
 
-def calibrate(est: Estimate, measured: list[tuple[float, float]]) -> Estimate:
-    """`est` scaled by the median measured/estimated ratio of finished runs of the same model
-    (pairs of (estimated, measured) device-hours). The median, so one failed or stalled run does
-    not drag every later plan; with no usable pair the estimate is returned unchanged."""
-    ratios = [m / e for e, m in measured if e > 0 and m >= 0]
-    if not ratios:
+@dataclass(frozen=True)
+class Measured:
+    """One finished run: its FLOPs estimate and the device-hours it took, in the same phases."""
+
+    estimate: Estimate
+    phases: dict[str, float]  # PHASES -> measured device-hours; "fixed" is the rest of the run's hours
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How measured runs of one model correct its FLOPs estimates (see `calibrate`)."""
+
+    ratios: dict[str, float]  # phase -> median measured/estimated
+    fixed: float  # median device-hours of a run outside the estimated phases
+    runs: int
+
+    def describe(self, unit: str) -> str:
+        moved = ", ".join(f"{p} x{r:.3g}" for p, r in self.ratios.items() if r != 1.0)
+        return f"calibrated from {self.runs} finished runs: {moved or 'phases as estimated'}, " \
+               f"plus {fmt_hours(self.fixed)} {unit} fixed per run"
+
+
+def fit_calibration(measured: list[Measured]) -> Calibration | None:
+    """Per phase p: r_p = median_i(measured_i[p] / estimate_i[p]) over runs where the estimate is
+    positive (1 where none is); fixed = median_i(measured_i["fixed"]). Medians, so one stalled or
+    contended run does not drag every later plan; None without a measured run."""
+    if not measured:
+        return None
+    ratios = {}
+    for phase in PHASES[:-1]:
+        pairs = [(m.estimate.phases[phase], m.phases.get(phase, 0.0)) for m in measured]
+        usable = [got / est for est, got in pairs if est > 0]
+        ratios[phase] = statistics.median(usable) if usable else 1.0
+    return Calibration(ratios, statistics.median(m.phases.get("fixed", 0.0) for m in measured), len(measured))
+
+
+def calibrate(est: Estimate, calibration: Calibration | None) -> Estimate:
+    """`est` with each phase scaled by its ratio and the fixed per-run cost added."""
+    if calibration is None:
         return est
-    factor = statistics.median(ratios)
-    return replace(est, phases={k: v * factor for k, v in est.phases.items()}, calibration=est.calibration * factor)
+    phases = {p: est.phases[p] * calibration.ratios.get(p, 1.0) for p in PHASES[:-1]}
+    return replace(est, phases=phases | {"fixed": calibration.fixed}, calibrated_from=calibration.runs)
 
 
-def estimate_cells(cells: list[Cell], hardware: Hardware) -> list[Estimate]:
+def estimate_cells(cells: list[Cell], hardware: Hardware,
+                   calibrations: dict[str, Calibration] | None = None) -> list[Estimate]:
     """One estimate per cell of one expansion, computed once per (model, task, trick set):
-    within an expansion only the seed differs between those cells, and it costs nothing."""
+    within an expansion only the seed differs between those cells, and it costs nothing.
+    ``calibrations`` (model -> Calibration) corrects the cells of the models it names."""
     cache: dict[tuple, Estimate] = {}
     out = []
     for c in cells:
         key = (c.model, c.task, c.tricks)
         if key not in cache:
-            cache[key] = estimate(c.shared, load_card(c.model), hardware)
+            raw = estimate(c.shared, load_card(c.model), hardware)
+            cache[key] = calibrate(raw, (calibrations or {}).get(c.model))
         out.append(cache[key])
     return out
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from grpo_lab.spec.budget import PHASES, Estimate, estimate_cells
+from grpo_lab.spec.budget import PHASES, Calibration, Estimate, estimate_cells
 from grpo_lab.spec.matrix import DEFAULT_HARDWARE, Cell, MatrixSpec, expand
 from grpo_lab.spec.model_cards import Hardware, load_hardware
 
@@ -23,6 +23,7 @@ class Plan:
     limit: float | None  # the budget in device-hours; None: no budget given
     tier: str | None
     price: float  # per device-hour
+    calibrations: dict[str, Calibration] = field(default_factory=dict)  # model -> what corrected its cells
 
     @property
     def total(self) -> float:
@@ -37,7 +38,7 @@ class Plan:
         return None if self.limit is None else self.total <= self.limit
 
     def phase_totals(self) -> dict[str, float]:
-        return {p: sum(e.phases[p] for e in self.estimates) for p in PHASES}
+        return {p: sum(e.phases.get(p, 0.0) for e in self.estimates) for p in PHASES}
 
     def groups(self) -> Iterator[Group]:
         """The cells of each (model, task, trick set) together: expansion keeps them adjacent."""
@@ -95,13 +96,21 @@ class Group:
         return ", ".join(map(str, seeds[:5])) + (", ..." if len(seeds) > 5 else "")
 
 
-def make_plan(spec: MatrixSpec, hardware: str | None = None, name: str = "matrix") -> Plan:
-    """Expand and price `spec` on `hardware` (default: the budget's profile, else the CPU box)."""
+def plan_hardware(spec: MatrixSpec, hardware: str | None = None) -> Hardware:
+    """The profile a plan prices on: `hardware`, else the budget's, else the CPU box."""
+    return load_hardware(hardware or (spec.budget.hardware if spec.budget else DEFAULT_HARDWARE))
+
+
+def make_plan(spec: MatrixSpec, hardware: str | None = None, name: str = "matrix",
+              calibrations: dict[str, Calibration] | None = None) -> Plan:
+    """Expand and price `spec` on `hardware` (default: the budget's profile, else the CPU box),
+    correcting each model's cells by its calibration from finished runs where one is given."""
     budget = spec.budget
-    hw = load_hardware(hardware or (budget.hardware if budget else DEFAULT_HARDWARE))
+    hw = plan_hardware(spec, hardware)
     cells = expand(spec)
     warnings = list(dict.fromkeys(f"{'+'.join(c.shared.tricks)}: {'; '.join(c.warnings)}" for c in cells if c.warnings))
     price = budget.price_per_gpu_hour if budget and budget.price_per_gpu_hour is not None else hw.price_per_gpu_hour
-    return Plan(name=spec.name or name, hardware=hw, cells=cells, estimates=estimate_cells(cells, hw),
+    return Plan(name=spec.name or name, hardware=hw, cells=cells, estimates=estimate_cells(cells, hw, calibrations),
                 warnings=warnings, limit=budget.limit if budget else None, tier=budget.tier if budget else None,
-                price=price)
+                price=price, calibrations={m: c for m, c in (calibrations or {}).items()
+                                           if m in {cell.model for cell in cells}})

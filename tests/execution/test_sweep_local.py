@@ -15,6 +15,7 @@ from grpo_lab.execution.sweep import (
     recover,
 )
 from grpo_lab.util.yamlio import ConfigError
+from tests.conftest import TINY_FAST
 from tests.execution.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow
@@ -36,6 +37,8 @@ def sweep_once(matrix: Path, ws: Path, retries: int = 1, db_url: str | None = No
 
 def test_sweep_completes_and_rerun_skips_finished(tmp_path, registry_url):
     matrix = write_matrix(tmp_path)
+    opts = SweepOptions(workspace=tmp_path / "ws", db_url=registry_url)
+    before = plan_for(matrix, opts)
     result, sweep, session = sweep_once(matrix, tmp_path / "ws", db_url=registry_url)
     assert result.counts["finished"] == 2 and len(result.executed) == 2
     for cell in sweep.cells:
@@ -43,6 +46,12 @@ def test_sweep_completes_and_rerun_skips_finished(tmp_path, registry_url):
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["run_id"] == cell.run_id
         assert cell.run.attempts[0].gpu_hours > 0
+    # the next plan learns from these runs: closer to what they took than FLOPs alone
+    measured = sum(cell.run.gpu_hours for cell in sweep.cells)
+    after = plan_for(matrix, opts)
+    assert not before.calibrations and after.calibrations[TINY_FAST].runs == 2
+    assert all(e.calibrated_from == 2 and e.phases["fixed"] > 0 for e in after.estimates)
+    assert abs(after.total - measured) < abs(before.total - measured)
     session.close()
     again, _, _ = sweep_once(matrix, tmp_path / "ws", db_url=registry_url)
     assert again.executed == [] and again.skipped == 2

@@ -1,8 +1,19 @@
 """GPU-hour estimator, calibration and the budget-tier presets."""
 
+from dataclasses import replace
+
 import pytest
 
-from grpo_lab.spec.budget import RESPONSE_FILL, calibrate, estimate, preset, preset_yaml
+from grpo_lab.spec.budget import (
+    PHASES,
+    RESPONSE_FILL,
+    Measured,
+    calibrate,
+    estimate,
+    fit_calibration,
+    preset,
+    preset_yaml,
+)
 from grpo_lab.spec.config import resolve
 from grpo_lab.spec.matrix import TIERS, expand, parse_matrix
 from grpo_lab.spec.model_cards import load_card, load_hardware
@@ -70,12 +81,27 @@ def test_unknown_hardware_suggests():
         load_hardware("h80")
 
 
-def test_calibrate_scales_by_the_median_ratio():
+def test_calibration_scales_each_phase_by_its_median_ratio_and_adds_the_fixed_cost():
     e = est()
-    c = calibrate(e, [(10.0, 20.0), (10.0, 30.0), (10.0, 100.0)])  # ratios 2, 3, 10
-    assert c.total == pytest.approx(3 * e.total) and c.calibration == pytest.approx(3)
-    assert c.phases["training"] == pytest.approx(3 * e.phases["training"])
-    assert calibrate(e, []) is e and calibrate(e, [(0.0, 5.0)]) is e
+    runs = [Measured(e, {**{p: r * e.phases[p] for p in PHASES[:-1]}, "fixed": f})
+            for r, f in ((2.0, 0.01), (3.0, 0.02), (10.0, 0.5))]  # one stalled run: medians ignore it
+    runs.append(Measured(e, {"sampling": 4 * e.phases["sampling"], "fixed": 0.03}))  # other phases 0
+    cal = fit_calibration(runs)
+    assert cal.runs == 4 and cal.fixed == pytest.approx(0.025)
+    assert cal.ratios["sampling"] == pytest.approx(3.5)
+    assert cal.ratios["training"] == pytest.approx(2.5)  # ratios 2, 3, 10 and 0
+    c = calibrate(e, cal)
+    assert c.phases["training"] == pytest.approx(2.5 * e.phases["training"])
+    assert c.phases["fixed"] == pytest.approx(0.025) and c.calibrated_from == 4
+    assert c.total == pytest.approx(sum(cal.ratios[p] * e.phases[p] for p in PHASES[:-1]) + 0.025)
+    assert "calibrated from 4 finished runs" in cal.describe("core-hours")
+    assert fit_calibration([]) is None and calibrate(e, None) is e
+
+
+def test_a_phase_the_estimate_prices_at_zero_keeps_its_ratio_of_one():
+    e = est()
+    cal = fit_calibration([Measured(replace(e, phases={**e.phases, "reference": 0.0}), {"reference": 5.0})])
+    assert cal.ratios["reference"] == 1.0
 
 
 @pytest.mark.parametrize("tier, seeds", [("100", 1), ("1k", 2), ("10k", 3)])
