@@ -1,4 +1,4 @@
-"""Commands on single runs: `run`, `tricks`, `preflight`, `tune`."""
+"""Commands on single runs: `run`, `tricks`, `tasks`, `preflight`, `tune`."""
 
 from __future__ import annotations
 
@@ -71,6 +71,25 @@ def tricks(as_json: bool = typer.Option(False, "--json")) -> None:
         table.add_column(col)
     for t in catalog.values():
         table.add_row(t.name, t.dimension, t.description, t.source)
+    console.print(table)
+
+
+@app.command("tasks")
+def tasks_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the tasks a config can name: built-ins, installed plugins (entry point group
+    grpo_lab.tasks), the rg:<dataset> family; any 'module:Class' works too."""
+    from grpo_lab.tasks.registry import FAMILIES, known_tasks
+
+    rows = [(t.name, t.kind, t.source, t.description) for t in known_tasks()]
+    rows += [(f"{prefix}:<dataset>", "family", "", text) for prefix, text in FAMILIES.items()]
+    if as_json:
+        console.print_json(json.dumps([dict(zip(("name", "kind", "source", "description"), r)) for r in rows]))
+        return
+    table = Table(title="tasks")
+    for col in ("name", "kind", "source", "description"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
 
 

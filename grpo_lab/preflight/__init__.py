@@ -30,6 +30,7 @@ from grpo_lab.preflight.sampling import (
     sample,
 )
 from grpo_lab.spec.config import RunConfig
+from grpo_lab.trainer.scoring import component_tensor
 
 
 @dataclass
@@ -49,7 +50,8 @@ class PreflightResult:
 
 def components(cfg: RunConfig, sampled: Sampled) -> dict[str, Component]:
     """Every reward component the config uses: the in-group normalised reward, the task reward
-    apart when shaping is folded into it, the format mask, and each shaping term."""
+    apart when shaping is folded into it, the format mask, each shaping term, and each configured
+    reward function (fn_<name>; a main one counts as task reward, a shape one as shaping)."""
     sc = sampled.scored
     out = {"main": Component("main", sc.main)}
     if cfg.reward.shape_mode == "in_main" and sampled.terms:
@@ -57,6 +59,9 @@ def components(cfg: RunConfig, sampled: Sampled) -> dict[str, Component]:
     if cfg.reward.format == "mask":
         out["format_ok"] = Component("mask", sc.format_ok.float())
     out.update({name: Component("shape", v) for name, v in sampled.terms.items()})
+    for f in cfg.reward.plugin_functions():
+        role = "task" if f.role == "main" else "shape"
+        out[f"fn_{f.label}"] = Component(role, component_tensor(sc.components, f.label))
     return out
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from grpo_lab.models import load_card
 from grpo_lab.spec.config import RunConfig, load_config, parse_set, resolve
 from grpo_lab.spec.matrix import MatrixSpec, expand, load_matrix
-from grpo_lab.tasks import TASKS
-from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
+from grpo_lab.tasks import check_task
+from grpo_lab.util.yamlio import ConfigError, load_yaml
 
 
 def matrix_configs(spec: MatrixSpec) -> list[RunConfig]:
@@ -44,8 +44,10 @@ def preflight_configs(path: Path | None, model: str | None, task: str | None,
     for cfg in configs:  # a bad name fails here, before any model is loaded
         load_card(cfg.model)
         for name in cfg.tasks:
-            if name not in TASKS:
-                raise ConfigError(f"unknown task '{name}'{suggest(name, TASKS)}; tasks: {', '.join(TASKS)}")
+            try:
+                check_task(name)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
     return configs
 
 

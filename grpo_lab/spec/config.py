@@ -20,7 +20,8 @@ from pydantic import (
 
 from grpo_lab.spec.model_cards import load_card
 from grpo_lab.spec.tricks import apply_tricks
-from grpo_lab.tasks import TASKS
+from grpo_lab.spec.sources import TASK_REWARD, DataConfig, RewardFunctionConfig
+from grpo_lab.tasks import TASKS, check_task
 from grpo_lab.util.dicts import deep_merge, nest
 from grpo_lab.util.validate import Strict, validate
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
@@ -64,6 +65,9 @@ class LengthConfig(Strict):
     fragment_chars: int = 12  # info length: fragments of this many characters are counted once
 
 
+RESERVED_REWARD_METRICS = {"mean", "std", "group_std", "zero_std_frac", "shaped_mean"}
+
+
 class RewardConfig(Strict):
     # How output format enters: ignored, a bonus added to the reward, or a mask (bad format leaves the loss).
     format: Literal["none", "bonus", "mask"] = "none"
@@ -72,6 +76,38 @@ class RewardConfig(Strict):
     shape_mode: Literal["in_main", "after_norm"] = "in_main"
     length: LengthConfig = LengthConfig()
     mask_truncated: bool = False
+    # Reward functions from outside the package (rewards/plugins.py): `function` is one main function
+    # of weight 1; `functions` lists several, each logged as reward/<name>. Main functions replace the
+    # task's score as the main reward (list `task` among them to keep it); shape ones add shaping terms.
+    function: str | None = Field(None, description="one reward function 'module:name' (TRL signature)")
+    functions: list[RewardFunctionConfig] = Field([], description="several weighted reward functions")
+    # How natural-register math answers are checked: the built-in number extractor, or math-verify's
+    # parse/verify (LaTeX, \\boxed{}, fractions, sets, intervals; the `verifiers` extra).
+    verifier: Literal["extract", "math-verify"] = "extract"
+
+    @model_validator(mode="after")
+    def _one_way(self) -> "RewardConfig":
+        if self.function is not None and self.functions:
+            raise ValueError("give reward.function or reward.functions, not both")
+        labels = [f.label for f in self.plugin_functions()]
+        twice = sorted({n for n in labels if labels.count(n) > 1})
+        if twice:
+            raise ValueError(f"two reward functions are named {', '.join(twice)}; set `name` on one of them")
+        taken = sorted(set(labels) & RESERVED_REWARD_METRICS)
+        if taken:
+            raise ValueError(f"reward function name {taken[0]!r} is a built-in metric (reward/{taken[0]}); set `name`")
+        return self
+
+    @field_validator("function")
+    @classmethod
+    def _loads(cls, path: str | None) -> str | None:
+        if path is not None:
+            RewardFunctionConfig(function=path)
+        return path
+
+    def plugin_functions(self) -> list[RewardFunctionConfig]:
+        """Every configured reward function, `function` as a one-entry list."""
+        return [RewardFunctionConfig(function=self.function)] if self.function else list(self.functions)
 
 
 class KLConfig(Strict):
@@ -215,6 +251,7 @@ class RunConfig(Strict):
     difficulty: int | None = None  # train and test on one level only
     levels: int | None = Field(None, ge=1)  # use levels 0..levels-1 of the task (None: all)
     data_path: str | None = None
+    data: DataConfig | None = None  # a dataset in the user's format and field names (tasks/data.py)
     seed: int = 0
     steps: int = Field(100, ge=1)
     device: str = "auto"
@@ -241,8 +278,7 @@ class RunConfig(Strict):
     @classmethod
     def _known_tasks(cls, task: str | list[str]) -> str | list[str]:
         for name in [task] if isinstance(task, str) else task:
-            if name not in TASKS:
-                raise ValueError(f"unknown task '{name}'{suggest(name, TASKS)}; tasks: {', '.join(TASKS)}")
+            check_task(name)  # built-in, rg:<dataset>, entry point or 'module:Class'
         return task
 
     @field_validator("model")
@@ -256,6 +292,8 @@ class RunConfig(Strict):
         ladder = self.sampling.group_ladder
         if ladder and self.sampling.group_size not in ladder:
             raise ValueError("sampling.group_size must be one of sampling.group_ladder")
+        if self.data is not None and self.data_path is not None:
+            raise ValueError("give data or data_path, not both")
         if self.backend.name == "deepspeed" and self.dtype == "float16":
             raise ValueError("backend deepspeed trains in float32 or bfloat16 (float16 loss scaling is untested here)")
         return self
@@ -269,23 +307,51 @@ class RunConfig(Strict):
         generator versions of its generated tasks past 1, so a changed generator makes new runs
         (and version-1 runs keep the ids they always had)."""
         dump = comparable(self.model_dump(mode="json"))
-        if self.data_path is None:
+        if self.data_path is None and self.data is None:
             versions = {t: TASKS[t].generator_version for t in self.tasks if t in TASKS}
             if any(v != 1 for v in versions.values()):
                 dump["generator_versions"] = versions
+        plugins = plugin_identity(self)
+        if plugins:
+            dump["plugins"] = plugins
         return dump
 
     def run_id(self) -> str:
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:12]
 
 
+def plugin_identity(cfg: RunConfig) -> dict:
+    """Import path and source-file hash of every plugin task and reward function, so an edited
+    plugin makes new runs."""
+    from grpo_lab.rewards.plugins import load_function
+    from grpo_lab.tasks import registry
+
+    out = {}
+    for name in cfg.tasks:
+        ident = registry.identity(name)
+        if ident:
+            out[f"task:{name}"] = ident
+    for f in cfg.reward.plugin_functions():
+        if f.function != TASK_REWARD:
+            out[f"reward:{f.function}"] = {"sha256": registry.source_hash(load_function(f.function))}
+    return out
+
+
+# Settings added after runs were recorded, dropped from the dump at their defaults so those runs
+# keep their ids.
+_LATER_DEFAULTS = {"sandbox": "bwrap", "data": None}
+_LATER_REWARD_DEFAULTS = {"function": None, "functions": [], "verifier": "extract"}
+
+
 def comparable(dump: dict) -> dict:
     """A config dump without the settings that cannot change a run's results, so configs written
     before such a setting existed compare equal to today's (and keep their run ids): the default
     code sandbox scores honest programs exactly as the old one did."""
-    if dump.get("sandbox", "bwrap") != "bwrap":
-        return dump
-    return {k: v for k, v in dump.items() if k != "sandbox"}
+    out = {k: v for k, v in dump.items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
+    if isinstance(out.get("reward"), dict):
+        out["reward"] = {k: v for k, v in out["reward"].items()
+                         if k not in _LATER_REWARD_DEFAULTS or v != _LATER_REWARD_DEFAULTS[k]}
+    return out
 
 
 def parse_set(items: list[str]) -> dict:

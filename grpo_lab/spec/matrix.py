@@ -25,7 +25,7 @@ from pydantic import (
 from grpo_lab.spec.config import RunConfig, resolve
 from grpo_lab.spec.model_cards import load_card, load_hardware
 from grpo_lab.spec.tricks import load_catalog, trick_notes
-from grpo_lab.tasks import TASKS
+from grpo_lab.tasks import check_task
 from grpo_lab.util.dicts import deep_merge
 from grpo_lab.util.validate import Strict, validate, where_in
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
@@ -202,9 +202,10 @@ def _check_names(spec: MatrixSpec, source: str, lines: dict) -> None:
             errors.append(err(("models", i), str(exc)))
     for i, task in enumerate(spec.tasks):
         for j, name in enumerate([task] if isinstance(task, str) else task):
-            if name not in TASKS:
-                loc = ("tasks", i) if isinstance(task, str) else ("tasks", i, j)
-                errors.append(err(loc, f"unknown task '{name}'{suggest(name, TASKS)}; tasks: {', '.join(TASKS)}"))
+            try:
+                check_task(name)
+            except ValueError as exc:
+                errors.append(err(("tasks", i) if isinstance(task, str) else ("tasks", i, j), str(exc)))
     labels = [t if isinstance(t, str) else "+".join(t) for t in spec.tasks]
     for name in spec.task_base:
         if name not in labels:

@@ -12,6 +12,10 @@ splits, such as "validation", are never used), and failing that the same content
 for generated problems. Records may carry an integer
 ``"difficulty"`` (default 0); with a data file, the task's ``levels`` is one more than the
 largest difficulty present, whatever ``levels`` the constructor got.
+
+``data`` (a ``spec.sources.DataConfig``) reads any of the formats of ``tasks/data.py`` with the
+user's field names; each task maps the canonical fields onto its own record (``record_fields``),
+and a row it cannot use is an error naming the file, the row and the field.
 """
 
 from __future__ import annotations
@@ -79,6 +83,9 @@ class BaseTask:
     """
 
     name = "base"
+    # canonical data field -> the key of this task's records; `needs` must be present in every row
+    record_fields = {"prompt": "question", "answer": "answer", "difficulty": "difficulty"}
+    needs: tuple[str, ...] = ("prompt", "answer")
     generator_version = 1  # bumped when generated problems change: cached warm starts depend on them
 
     def __init__(
@@ -87,6 +94,7 @@ class BaseTask:
         levels: int = BUILTIN_LEVELS,
         data_path: str | None = None,
         difficulty: int | None = None,
+        data=None,
     ):
         if register not in REGISTERS:
             raise ValueError(f"unknown register {register!r}; known: {', '.join(REGISTERS)}")
@@ -94,10 +102,11 @@ class BaseTask:
             raise ValueError(f"levels must be in 1..{BUILTIN_LEVELS}, got {levels}")
         self.register = register
         self.levels = levels
-        self.data_path = data_path
+        self.data_path = data.path if data is not None else data_path
+        self.data = data
         # Data is read once, up front, so a bad file fails at construction, not mid-run.
         self._data: dict[str, list[Draft]] = {}
-        if data_path is not None:
+        if self.data_path is not None:
             self._data = {split: _load_drafts(self, split) for split in SPLITS}
             # A data file defines its own levels: its records' difficulties 0..max.
             self.levels = 1 + max((d.difficulty for ds in self._data.values() for d in ds), default=0)
@@ -180,13 +189,38 @@ def _load_drafts(task: BaseTask, split: str) -> list[Draft]:
     """Drafts of one split of the task's data file, following the rules in the module doc."""
     path = str(task.data_path)
     per_split_file = "{split}" in path
-    records = read_jsonl(path.replace("{split}", split))
+    records = _records(task, path.replace("{split}", split))
     drafts = []
     for record in records:
-        draft = task._record_draft(record)
+        draft = _draft_of(task, record)
         if draft.difficulty < 0:
             raise ValueError(f"{path}: negative difficulty in record {draft.key}")
         owner = split if per_split_file else record.get("split") or split_of(task.name, draft.key)
         if owner == split:
             drafts.append(draft)
     return drafts
+
+
+def _records(task: BaseTask, path: str) -> list[dict]:
+    """Records in the task's own keys: a JSONL file as it is, or `data` rows mapped by record_fields."""
+    if task.data is None:
+        return read_jsonl(path)
+    from grpo_lab.tasks.data import read_rows
+
+    rows = read_rows(task.data, path, task.needs)
+    fields = {**task.record_fields, "split": "split", "_where": "_where"}
+    return [{fields[k]: v for k, v in row.items() if k in fields} for row in rows]
+
+
+def _draft_of(task: BaseTask, record: dict) -> Draft:
+    """task._record_draft, with a `data` row's failure naming its file, row and field."""
+    if "_where" not in record:
+        return task._record_draft(record)
+    try:
+        return task._record_draft(record)
+    except (ValueError, KeyError, TypeError) as e:
+        from grpo_lab.tasks.data import DataError, field_of
+
+        key = "tests" if "tests" in task.needs else "answer"
+        detail = f"no {e.args[0]!r}" if isinstance(e, KeyError) else str(e)
+        raise DataError(f"{record['_where']}: field {field_of(task.data, key)!r} (data.{key}): {detail}") from None

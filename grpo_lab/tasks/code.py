@@ -110,6 +110,8 @@ class CodeTask(BaseTask):
 
     name = "code"
     generator_version = 2  # compact offsets widened to 1..99
+    record_fields = {"prompt": "text", "tests": "test_list", "solution": "code", "difficulty": "difficulty"}
+    needs = ("prompt", "tests")
 
     def __init__(self, register: str = "compact", sandbox: str = "bwrap", **kw):
         isolation.check(sandbox)

@@ -7,7 +7,9 @@ Natural levels: 0 "What is a + b?" (a, b <= 10); 1 one-step word problems; 2 two
 problems; the answer goes inside <answer></answer> tags.
 
 Data files use GSM8K's format: ``question`` and ``answer`` whose last line is ``#### N``
-(a bare number is accepted too); see ``_common`` for how records are split.
+(a bare number is accepted too); see ``_common`` for how records are split. With
+``verifier="math-verify"`` natural-register answers are checked by math-verify (LaTeX, sets,
+intervals, expressions; ``rewards/verifiers.py``) and data answers need not be numbers.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import random
 import re
 
+from grpo_lab.rewards import verifiers
 from grpo_lab.rewards.extract import extract_hash, extract_number, normalize_number
 from grpo_lab.rewards.format import has_answer_tags, has_boxed, is_integer
 from grpo_lab.tasks._common import BaseTask, Draft, content_id
@@ -111,6 +114,14 @@ class MathTask(BaseTask):
 
     name = "math"
 
+    def __init__(self, register: str = "compact", verifier: str = "extract", **kw):
+        if verifier not in ("extract", "math-verify"):
+            raise ValueError(f"unknown math verifier {verifier!r}; known: extract, math-verify")
+        if verifier == "math-verify":
+            verifiers.require()
+        self.verifier = verifier
+        super().__init__(register, **kw)
+
     def _draft(self, rng: random.Random, level: int) -> Draft:
         return (compact_draft if self.register == "compact" else natural_draft)(rng, level)
 
@@ -118,6 +129,8 @@ class MathTask(BaseTask):
         question, answer = str(record["question"]).strip(), str(record["answer"])
         raw = extract_hash(answer)
         target = normalize_number(raw if raw is not None else answer)
+        if target is None and self.verifier == "math-verify" and (raw or answer).strip():
+            target = (raw or answer).strip()  # a LaTeX answer, compared by math-verify
         if target is None:
             raise ValueError(f"math record has no numeric answer: {answer[-80:]!r}")
         if self.register == "compact":
@@ -131,9 +144,13 @@ class MathTask(BaseTask):
     def score(self, problems: list[Problem], completions: list[str]) -> list[Score]:
         """Reward 1.0 iff the extracted number equals the target; format is reported apart."""
         scores = []
+        verify = self.verifier == "math-verify" and self.register == "natural"
         for problem, completion in zip(problems, completions, strict=True):
             answer = extract_number(completion)
             correct = float(answer is not None and answer == normalize_number(str(problem.target)))
+            if verify and not correct:
+                equal, parsed = verifiers.math_equal(str(problem.target), completion)
+                correct, answer = float(equal), parsed if equal else answer
             if self.register == "compact":
                 format_ok = is_integer(completion)
             else:

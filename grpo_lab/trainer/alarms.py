@@ -226,8 +226,12 @@ class AlarmMonitor:
         return fired
 
     def stop_reason(self, step: int, fired: list[Event]) -> str | None:
-        """'<kind> at step N' for the first fired kind listed in stop_on, else None."""
+        """'<kind> at step N' for the first fired kind listed in stop_on, else None. A reward that
+        is NaN stops the run whatever stop_on says: every step after it trains on a broken signal."""
         kind = next((e.kind for e in fired if e.kind in self.cfg.stop_on), None)
+        if kind is None and any(e.kind == "nan" and "reward/" in e.message for e in fired):
+            bad = next(e.message for e in fired if e.kind == "nan")
+            return f"nan reward at step {step} ({bad.removeprefix('non-finite metrics: ')})"
         return f"{kind} at step {step}" if kind else None
 
 

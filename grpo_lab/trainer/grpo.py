@@ -25,6 +25,7 @@ from grpo_lab.trainer.loss import kl_estimate, masked_mean, policy_loss
 from grpo_lab.trainer.schedules import beta_at, lr_factor, temperature_at
 from grpo_lab.trainer.scoring import (
     Scored,
+    component_means,
     loss_mask,
     score_rollout,
     unique_answer_ratio,
@@ -83,7 +84,7 @@ def sample_groups(run: RunState, step: int, G: int, T: float, progress: float, t
 def merge(parts):
     """Concatenate the kept groups of several (rollout, scored) rounds."""
     cols = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "stop", "group")}
-    main, shape, raw, fmt, answers, texts, offset = [], [], [], [], [], [], 0
+    main, shape, raw, fmt, answers, texts, comps, offset = [], [], [], [], [], [], [], 0
     for ro, sc, keep, G in parts:
         for new_g, g in enumerate(keep):
             for r in range(g * G, (g + 1) * G):
@@ -94,9 +95,10 @@ def merge(parts):
             for out, value in zip((main, shape, raw, fmt), (sc.main, sc.shape, sc.raw, sc.format_ok)):
                 out.append(value[g])
             answers.append(sc.answers[g])
+            comps.append(sc.components[g] if sc.components else {})
         offset += len(keep)
     tensors = [torch.stack(xs) for xs in (main, shape, raw, fmt)]
-    return Rollout(**cols), Scored(*tensors, answers, texts)
+    return Rollout(**cols), Scored(*tensors, answers, texts, comps)
 
 
 def micro_batches(batch, size: int | None) -> list[slice]:
@@ -178,6 +180,7 @@ def sample_metrics(scored, rollout, batch, mask) -> dict[str, float]:
         "reward/group_std": group_std.mean().item(),
         "reward/zero_std_frac": (group_std == 0).float().mean().item(),
         "reward/shaped_mean": (scored.main + scored.shape).mean().item(),
+        **component_means(scored.components),  # reward/<label> of each configured reward function
         "format/ok_frac": scored.format_ok.float().mean().item(),
         "diversity/unique_answer_ratio": unique_answer_ratio(scored.answers),
         "diversity/repetition": repetition_rate(scored.texts),

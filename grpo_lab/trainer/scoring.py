@@ -5,11 +5,14 @@ This is the "score" phase of the step; it runs after generation and never inside
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 import torch
 
+from grpo_lab.rewards import plugins
 from grpo_lab.rewards.shaping import length_shaping
+from grpo_lab.spec.sources import TASK_REWARD
 from grpo_lab.rollout.base import Rollout
 from grpo_lab.trainer.batch import code_token_mask
 
@@ -22,6 +25,8 @@ class Scored:
     format_ok: torch.Tensor  # [N, G] bool
     answers: list  # N lists of G normalised answers (None when none was found)
     texts: list[str]  # B decoded completions
+    # N dicts {reward function label: G values, None where not applicable}; logged as reward/<label>
+    components: list = field(default_factory=list)
 
 
 def score_rollout(tasks: dict, problems: list, rollout: Rollout, codec, cfg, progress: float) -> Scored:
@@ -29,19 +34,80 @@ def score_rollout(tasks: dict, problems: list, rollout: Rollout, codec, cfg, pro
     G = len(rollout.group) // N
     texts = rollout.texts(codec)
     scores = [None] * len(texts)
-    for name, task in tasks.items():  # one batched call per task (the code sandbox runs once)
-        rows = [r for r, g in enumerate(rollout.group) if problems[g].task == name]
+    for task in tasks.values():  # one batched call per task (the code sandbox runs once)
+        rows = [r for r, g in enumerate(rollout.group) if problems[g].task == task.name]
         if rows:
             for r, s in zip(rows, task.score([problems[rollout.group[r]] for r in rows], [texts[r] for r in rows])):
                 scores[r] = s
     raw = torch.tensor([s.reward for s in scores], dtype=torch.float32).view(N, G)
     fmt = torch.tensor([s.format_ok for s in scores]).view(N, G)
-    shape = sum(shape_terms(cfg, texts, rollout.completion_ids, fmt, progress).values(), torch.zeros(N, G))
+    terms = shape_terms(cfg, texts, rollout.completion_ids, fmt, progress)
+    components: list = [{} for _ in range(N)]
+    functions = reward_functions(cfg.reward)
+    if functions:
+        raw, plugin_shapes, components = function_rewards(functions, problems, rollout, texts, raw)
+        terms.update(plugin_shapes)
+    shape = sum(terms.values(), torch.zeros(N, G))
     main = raw.clone()
     if cfg.reward.shape_mode == "in_main":
         main, shape = main + shape, torch.zeros_like(shape)
     answers = [[scores[g * G + j].answer for j in range(G)] for g in range(N)]
-    return Scored(main, shape, raw, fmt, answers, texts)
+    return Scored(main, shape, raw, fmt, answers, texts, components)
+
+
+def reward_functions(reward_cfg) -> list[plugins.RewardFunction]:
+    """The config's reward functions, loaded once per process."""
+    return _loaded(tuple((f.function, f.weight, f.label, f.role) for f in reward_cfg.plugin_functions()),
+                   "reward.function" if reward_cfg.function else "reward.functions")
+
+
+@lru_cache(maxsize=32)
+def _loaded(specs: tuple, key: str) -> list[plugins.RewardFunction]:
+    return [plugins.RewardFunction(key if key == "reward.function" else f"{key}[{i}] ({path})", label, path, w,
+                                   role, None if path == TASK_REWARD else plugins.load_function(path))
+            for i, (path, w, label, role) in enumerate(specs)]
+
+
+def function_rewards(functions, problems: list, rollout: Rollout, texts: list[str],
+                     task_raw: torch.Tensor) -> tuple[torch.Tensor, dict, list]:
+    """(main reward [N, G], shape terms, per-group components) from the reward functions: main
+    functions' weighted values summed (replacing the task's score unless `task` is listed)."""
+    N, G = task_raw.shape
+    rows = [problems[g] for g in rollout.group]
+    prompts = [p.prompt for p in rows]
+    columns = {"answer": [p.target for p in rows], "solution": [p.solution for p in rows],
+               "task": [p.task for p in rows], "uid": [p.uid for p in rows],
+               "difficulty": [p.difficulty for p in rows]}
+    main = torch.zeros(N, G) if any(f.role == "main" for f in functions) else task_raw
+    shapes: dict[str, torch.Tensor] = {}
+    components: list = [{} for _ in range(N)]
+    for f in functions:
+        if f.fn is None:
+            values = task_raw.flatten().tolist()
+        else:
+            values = plugins.call(f, prompts, texts, columns)
+        tensor = torch.tensor(plugins.weighted(values, f.weight), dtype=torch.float32).view(N, G)
+        if f.role == "main":
+            main = main + tensor
+        else:
+            shapes[f"fn_{f.name}"] = tensor
+        for g in range(N):
+            components[g][f.name] = values[g * G:(g + 1) * G]
+    return main, shapes, components
+
+
+def component_means(components: list) -> dict[str, float]:
+    """reward/<label>: the mean of each reward function's applicable values (NaN if it gave one)."""
+    out: dict[str, list] = {}
+    for group in components:
+        for name, values in group.items():
+            out.setdefault(name, []).extend(v for v in values if v is not None)
+    return {f"reward/{name}": (sum(v) / len(v) if v else 0.0) for name, v in out.items()}
+
+
+def component_tensor(components: list, name: str) -> torch.Tensor:
+    """[N, G] values of one reward function, 0 where not applicable (preflight's statistics)."""
+    return torch.tensor([[0.0 if v is None else v for v in group[name]] for group in components])
 
 
 def shape_terms(cfg, texts: list[str], completion_ids: list[list[int]], format_ok: torch.Tensor,

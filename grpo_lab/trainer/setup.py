@@ -151,13 +151,21 @@ def build_policy(cfg: RunConfig):
         if card.cpu_threads:
             torch.set_num_threads(card.cpu_threads)
     register = cfg.prompt_register or card.prompt_register
-    extra = {"levels": cfg.levels} if cfg.levels else {}
-    tasks = {n: make_task(n, register=register, data_path=cfg.data_path, difficulty=cfg.difficulty, **extra,
-                          **({"sandbox": cfg.sandbox} if n == "code" else {}))
-             for n in cfg.tasks}
+    tasks = {n: make_task(n, register=register, **task_options(cfg, n)) for n in cfg.tasks}
     policy, codec = load_model(card, list(tasks.values()), device, getattr(torch, cfg.dtype))
     policy.eval()
     return device, card, tasks, policy, codec
+
+
+def task_options(cfg: RunConfig, name: str) -> dict:
+    """Constructor options of one task of the run; None means "the task's default", so a plugin
+    whose constructor lacks an option still runs while the config leaves it unset."""
+    options = {"data_path": cfg.data_path, "data": cfg.data, "difficulty": cfg.difficulty, "levels": cfg.levels}
+    if name in ("code", "humaneval"):
+        options["sandbox"] = cfg.sandbox
+    if name == "math" and cfg.reward.verifier != "extract":
+        options["verifier"] = cfg.reward.verifier
+    return {k: v for k, v in options.items() if v is not None or k in ("data_path", "difficulty")}
 
 
 def setup(cfg: RunConfig, out_dir: Path) -> RunState:

