@@ -132,8 +132,9 @@ def warm_start(model: LlamaForCausalLM, codec: CharCodec, tasks: list, spec: Tin
 
 def task_key(t) -> str:
     """What of a task the warm start depends on; generator version 1 keeps its original spelling."""
-    key = f"{t.name}/{t.register}/{t.levels}/{t.difficulty}/{t.data_path}"
-    return key if t.generator_version == 1 else f"{key}/g{t.generator_version}"
+    key = f"{t.name}/{t.register}/{t.levels}/{getattr(t, 'difficulty', None)}/{getattr(t, 'data_path', None)}"
+    version = getattr(t, "generator_version", 1)  # plugin tasks need not have one
+    return key if version == 1 else f"{key}/g{version}"
 
 
 def cache_key(spec: TinySpec, tasks: list) -> str:
