@@ -75,8 +75,9 @@ def read_rows(cfg, path: str, needs: tuple[str, ...]) -> list[dict]:
             value = row.get(field)
             if _missing(value):
                 if key in needs:
-                    raise DataError(f"{path}: row {number}: field {field!r} (data.{key}) is missing or empty"
-                                    + (f"; the file's fields: {', '.join(map(str, row))}" if field not in row else ""))
+                    present = [str(k) for k, v in row.items() if not _missing(v)]
+                raise DataError(f"{path}: row {number}: field {field!r} (data.{key}) is missing or empty; "
+                                f"the row has {', '.join(present) or 'no fields'}")
                 continue
             record[key] = _parsed(path, number, field, key, value)
         out.append(record)
