@@ -53,3 +53,17 @@ def test_sweep_of_an_unreachable_hub_model_fails_before_preflight(tmp_path, monk
     res = runner.invoke(app, ["sweep", str(matrix), "--workspace", str(tmp_path / "ws")])
     assert res.exit_code == 2 and "no-such-org/model" in res.output.splitlines()[-1]
     assert not (tmp_path / "ws").exists()
+
+
+def test_preset_refuses_to_overwrite_without_force(tmp_path):
+    out = tmp_path / "p.yaml"
+    out.write_text("mine: keep\n")
+    args = ["preset", "100", "--model", "tiny", "--task", "math", "--hardware", "cpu", "--out", str(out)]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code != 0 and "--force" in refused.output and out.read_text() == "mine: keep\n"
+    assert CliRunner().invoke(app, [*args, "--force"]).exit_code == 0 and "models" in out.read_text()
+
+
+def test_version():
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.startswith("grpo-lab 0.")

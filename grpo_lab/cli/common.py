@@ -16,7 +16,7 @@ from grpo_lab.util.yamlio import ConfigError
 # the environment) would interleave with it. Set HF_HUB_DISABLE_PROGRESS_BARS=0 to see them.
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-app = typer.Typer(add_completion=False, no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True)
 console = Console()
 
 
@@ -26,8 +26,17 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
     console.print(str(message), markup=False, highlight=False)
 
 
+def _version(shown: bool) -> None:
+    if shown:
+        from importlib.metadata import version
+
+        console.print(f"grpo-lab {version('grpo-lab')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="print the installed version and exit")) -> None:
     """grpo-lab: which GRPO training tricks are worth their GPUs."""
     warnings.showwarning = show_warning  # before any command: config and tracking warnings
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # its INFO lines on creating a store are noise here

@@ -67,6 +67,7 @@ def preset(
     task: str = typer.Option(..., help="math, code or logic"),
     hardware: str = typer.Option("h800", help="hardware profile in experiments/hardware/"),
     out: Optional[Path] = typer.Option(None, help="output file (default matrices/preset-<tier>-<model>-<task>.yaml)"),
+    force: bool = typer.Option(False, "--force", help="overwrite the output file if it exists"),
 ) -> None:
     """Write a budget-tier matrix (docs/study.md "Budget tiers") whose estimate fits the tier, and summarise its plan."""
     from rich.markup import escape
@@ -77,6 +78,8 @@ def preset(
     from grpo_lab.views import show_plan
 
     out = out or Path("matrices") / f"preset-{tier}-{model}-{task}.yaml"
+    if out.exists() and not force:
+        fail(ConfigError(f"{out} exists: pass --force to overwrite it, or --out to write elsewhere"))
     try:
         text = preset_yaml(tier, model, task, hardware)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -224,7 +227,7 @@ def run_preflight(plan, sw) -> None:
 
 @app.command()
 def status(
-    sweep_name: Optional[str] = typer.Argument(None, metavar="[SWEEP]", help="a sweep name; without it, every sweep"),
+    sweep_name: Optional[str] = typer.Argument(None, metavar="SWEEP", help="a sweep name; without it, every sweep"),
     workspace: Path = typer.Option(Path(".grpo-lab"), help="the sweep's workspace"),
     db: Optional[str] = typer.Option(None, help="registry SQLAlchemy URL"),
 ) -> None:
@@ -253,8 +256,10 @@ def ui(
                                                 "else sqlite in the workspace)"),
     port: int = typer.Option(5000, help="port on 127.0.0.1"),
 ) -> None:
-    """Open the MLflow UI on the sweeps' tracking store (local only; Ctrl-C stops it)."""
-    from grpo_lab.execution.tracking import default_tracking_uri, serve_ui
+    """Open the MLflow UI on the sweeps' tracking store (local only; Ctrl-C, SIGTERM or SIGHUP stop it
+    and everything it started)."""
+    from grpo_lab.execution.tracking import default_tracking_uri
+    from grpo_lab.execution.ui import serve_ui
 
     uri = tracking_uri or default_tracking_uri(workspace)
     console.print(f"MLflow UI for {uri} at http://127.0.0.1:{port}", markup=False)

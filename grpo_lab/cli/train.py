@@ -58,7 +58,7 @@ def run(
 
 
 @app.command()
-def tricks(as_json: bool = typer.Option(False, "--json")) -> None:
+def tricks(as_json: bool = typer.Option(False, "--json", help="print the catalog as JSON (name -> entry) instead of a table")) -> None:
     """List the trick catalog (experiments/tricks.yaml)."""
     from grpo_lab.spec.tricks import load_catalog
 

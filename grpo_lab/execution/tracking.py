@@ -82,13 +82,6 @@ def metric_key(name: str) -> str:
     return re.sub(r"[^/\w.\- :]", "_", name.replace("@", "_at_"))
 
 
-def serve_ui(uri: str, port: int = 5000) -> int:
-    """Run the MLflow UI on 127.0.0.1:port over `uri` until interrupted; returns its exit code."""
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
-           "--host", "127.0.0.1", "--port", str(port)]
-    return subprocess.run(cmd, check=False).returncode
-
-
 def _param_value(v: Any) -> str:
     text = v if isinstance(v, str) else json.dumps(v)
     return text[:MAX_PARAM_CHARS]
@@ -186,9 +179,10 @@ def _quote(value: str) -> str:
     return f'"{value}"' if "'" in value else f"'{value}'"
 
 
-def _artifact_root(uri: str, experiment: str) -> str | None:
-    """For a SQLite store, artifacts go next to the DB file (MLflow's default is ./mlruns in
-    whatever the current directory is); other stores keep their server's default."""
+def artifact_root(uri: str, experiment: str) -> str | None:
+    """For a SQLite store, artifacts go next to the DB file, in mlartifacts/<experiment> (MLflow's
+    default is ./mlruns in whatever the current directory is); other stores keep their server's
+    default (None)."""
     if not uri.startswith("sqlite:///"):
         return None
     db = Path(uri.removeprefix("sqlite:///")).resolve()
@@ -218,6 +212,16 @@ def store_lock(uri: str):
         yield
 
 
+def _create_store(uri: str) -> None:
+    """Create a SQLite store with its Default experiment's artifacts beside the DB: created by
+    MlflowClient, Default would point at ./mlruns of the current directory."""
+    root = artifact_root(uri, "")
+    if root is not None:
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        SqlAlchemyStore(uri, root.rstrip("/"))
+
+
 class Tracker:
     """Logs sweeps into one MLflow experiment: a parent run per sweep, a child per run attempt."""
 
@@ -226,6 +230,7 @@ class Tracker:
 
         self.uri = uri
         with store_lock(uri):  # the first use of a store creates (migrates) it: one process at a time
+            _create_store(uri)
             self.client: MlflowClient = MlflowClient(tracking_uri=uri)
             self.experiment_id = self._experiment(experiment)
         self._env_tags: dict[str, str] | None = None
@@ -233,7 +238,7 @@ class Tracker:
     def _experiment(self, name: str) -> str:
         exp = self.client.get_experiment_by_name(name)
         if exp is None:
-            return self.client.create_experiment(name, artifact_location=_artifact_root(self.uri, name))
+            return self.client.create_experiment(name, artifact_location=artifact_root(self.uri, name))
         if exp.lifecycle_stage == "deleted":
             self.client.restore_experiment(exp.experiment_id)
         return exp.experiment_id

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import (
     Field,
     PrivateAttr,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -153,10 +154,25 @@ def parse_matrix(data: Any, source: str = "<matrix>", lines: dict | None = None,
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a matrix is a mapping with models, tasks, seeds and tricks")
     base, base_source, base_lines = _load_base(data.get("base"), source, lines, root or Path.cwd())
-    spec = validate(MatrixSpec, {**data, "base": base}, source, lines)
+    errors: list[str] = []
+    try:
+        spec = validate(MatrixSpec, {**data, "base": base}, source, lines)
+    except ConfigError as exc:  # a bad key must not hide a bad name: check what does parse
+        errors.append(str(exc))
+        known = {k: v for k, v in data.items() if k in MatrixSpec.model_fields}
+        try:
+            spec = MatrixSpec.model_validate({**known, "base": base})
+        except ValidationError:
+            spec = None
+    if spec is not None:
+        errors += _name_errors(spec, source, lines)
+    try:
+        resolve(base, base_source, base_lines)
+    except ConfigError as exc:
+        errors.append(str(exc))
+    if errors:
+        raise ConfigError("\n".join(dict.fromkeys(errors)))
     spec._base_source, spec._base_lines = base_source, base_lines
-    _check_names(spec, source, lines)
-    resolve(base, base_source, base_lines)
     return spec
 
 
@@ -190,7 +206,8 @@ def _trick_names(spec: MatrixSpec) -> Iterator[tuple[tuple, str]]:
                 yield ("tricks", i, "combos", j, k), name
 
 
-def _check_names(spec: MatrixSpec, source: str, lines: dict) -> None:
+def _name_errors(spec: MatrixSpec, source: str, lines: dict) -> list[str]:
+    """One line per unknown model, task or trick name and per trick set naming a trick twice."""
     def err(loc: tuple, msg: str) -> str:
         return f"{where_in(source, lines, loc)}: field '{'.'.join(map(str, loc))}': {msg}"
 
@@ -219,8 +236,7 @@ def _check_names(spec: MatrixSpec, source: str, lines: dict) -> None:
         for s in gen_sets:
             if len(set(s)) < len(s):
                 errors.append(f"{source}: trick set {list(s)} names a trick twice")
-    if errors:
-        raise ConfigError("\n".join(dict.fromkeys(errors)))
+    return errors
 
 
 def expand(spec: MatrixSpec) -> list[Cell]:

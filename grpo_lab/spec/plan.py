@@ -109,6 +109,9 @@ def make_plan(spec: MatrixSpec, hardware: str | None = None, name: str = "matrix
     hw = plan_hardware(spec, hardware)
     cells = expand(spec)
     warnings = list(dict.fromkeys(f"{'+'.join(c.shared.tricks)}: {'; '.join(c.warnings)}" for c in cells if c.warnings))
+    if () not in spec.trick_sets():
+        warnings.append("no baseline arm: every effect and verdict is measured against the baseline, so the "
+                        "report can only rank these trick sets; add `- baseline` to tricks")
     price = budget.price_per_gpu_hour if budget and budget.price_per_gpu_hour is not None else hw.price_per_gpu_hour
     return Plan(name=spec.name or name, hardware=hw, cells=cells, estimates=estimate_cells(cells, hw, calibrations),
                 warnings=warnings, limit=budget.limit if budget else None, tier=budget.tier if budget else None,

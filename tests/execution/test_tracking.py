@@ -225,21 +225,68 @@ def test_default_tracking_uri(tmp_path, monkeypatch):
     assert tracking.default_tracking_uri(tmp_path) == "http://mlflow.example:5000"
 
 
-def test_ui_command_runs_mlflow_ui_on_localhost(monkeypatch, tmp_path):
-    from typer.testing import CliRunner
+def _answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
 
-    from grpo_lab.cli import app
 
-    calls = []
-    monkeypatch.setattr(tracking.subprocess, "run", lambda cmd, check: calls.append(cmd) or
-                        subprocess.CompletedProcess(cmd, 0))
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    assert CliRunner().invoke(app, ["ui", "--workspace", str(tmp_path), "--port", "5123"]).exit_code == 0
-    assert CliRunner().invoke(app, ["ui", "--tracking-uri", "sqlite:///x.db"]).exit_code == 0
-    uri = f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
-    assert calls[0] == [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
-                        "--host", "127.0.0.1", "--port", "5123"]
-    assert calls[1][5] == "sqlite:///x.db" and calls[1][-1] == "5000"
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_ui_serves_the_workspace_store_and_nothing_outlives_it_even_a_kill_9(tmp_path):
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    Tracker(tracking.default_tracking_uri(tmp_path / "ws"))  # the store the ui reads
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    ui = subprocess.Popen([sys.executable, "-m", "grpo_lab.cli", "ui", "--workspace", str(tmp_path / "ws"),
+                           "--port", str(port)], cwd=elsewhere, env=env)
+    try:
+        deadline = time.monotonic() + 90
+        while not _answers(port):
+            assert time.monotonic() < deadline and ui.poll() is None, "the MLflow UI did not come up"
+            time.sleep(0.5)
+        server = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_mlflow_ui(int(p), port)]
+        assert server, "no mlflow ui process found"
+        group = os.getpgid(server[0])
+        assert group != os.getpgid(ui.pid)  # its own group: one signal takes all of it down
+        ui.kill()  # SIGKILL: nothing in the ui command runs after it
+        ui.wait()
+        deadline = time.monotonic() + 30
+        while (_answers(port) or _group_alive(group)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _answers(port) and not _group_alive(group)
+    finally:
+        ui.kill()
+    assert not (elsewhere / "mlruns").exists() and not (elsewhere / "mlartifacts").exists()
+
+
+def _is_mlflow_ui(pid: int, port: int) -> bool:
+    try:
+        cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+    except OSError:
+        return False
+    return b"mlflow" in b" ".join(cmd) and str(port).encode() in cmd and b"ui" in cmd
+
+
+def test_a_new_store_keeps_the_default_experiments_artifacts_in_the_workspace(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    tracker = Tracker(tracking.default_tracking_uri(tmp_path / "ws"))
+    default = tracker.client.get_experiment("0")
+    assert default.name == "Default"
+    assert default.artifact_location.startswith((tmp_path / "ws" / "mlartifacts").as_uri())
 
 
 def test_metric_keys_tables_and_summary_metrics():

@@ -135,3 +135,23 @@ def test_task_base_overrides_base_for_its_task_only(tmp_path):
     p = write(tmp_path, "models: [tiny]\ntasks: [math]\ntask_base:\n  maths: {steps: 5}\n")
     msg = str(pytest.raises(ConfigError, load_matrix, p).value)
     assert f"{p}:4: field 'task_base.maths': 'maths' is not a task of this matrix (did you mean 'math'?)" in msg
+
+
+def test_a_bad_key_and_a_bad_trick_name_are_reported_together(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text("name: x\nmodels: [tiny]\ntasks: [math]\nseeds: [0]\ntricks:\n  - baseline\n"
+                    "  - singles: [quantile_nrom]\nbse: {steps: 4}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_matrix(path)
+    lines = str(caught.value).splitlines()
+    assert any(":8: unknown key 'bse'" in line for line in lines)
+    assert any(":7: field 'tricks.1.singles.0': unknown trick 'quantile_nrom'" in line for line in lines)
+
+
+def test_a_matrix_without_a_baseline_arm_gets_a_warning():
+    from grpo_lab.spec.plan import make_plan
+
+    without = parse_matrix({"models": ["tiny"], "tasks": ["math"], "seeds": [0], "tricks": [{"singles": ["quantile_norm"]}]})
+    with_baseline = parse_matrix({"models": ["tiny"], "tasks": ["math"], "seeds": [0], "tricks": ["baseline"]})
+    assert any("no baseline arm" in w for w in make_plan(without).warnings)
+    assert not any("no baseline arm" in w for w in make_plan(with_baseline).warnings)
