@@ -194,7 +194,9 @@ def _variance_blocks(variance: pl.DataFrame, unit: str) -> list[Block]:
         "Variance budget: how much of one arm's variance comes from training randomness (seeds) and how much "
         "from the finite eval set (seed-by-problem noise and how an arm fares on these problems), from the "
         "per-problem eval records; and the eval size and seed count that decide a two-arm comparison (a "
-        f"±δ effect found with 80% power at 5%, δ = {num(variance['delta'][0])}) for the fewest {unit}.")
+        f"±δ effect found with 80% power at 5%, δ = {num(variance['delta'][0])}) for the fewest {unit}. "
+        "That is a fixed-sample z-test: --decide's anytime-valid sequence over the whole family needs "
+        "more (its seeds per comparison: grpo-lab plan --decide-delta, or the start of sweep --decide).")
     rows = [[str(r["model"]), str(r["task"]), num(r["seeds"]), str(r["problems"]), num(r["sd_seed"]),
              num(r["sd_resid"]), num(r["sd_arm_problem"]), _pct(r["share_seed"]), _pct(r["share_eval"]),
              num(r["seeds_needed_now"]), num(r["hours_now"]), str(r["best_problems"]),
