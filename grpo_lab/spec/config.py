@@ -101,8 +101,9 @@ class RewardConfig(Strict):
     @field_validator("function")
     @classmethod
     def _loads(cls, path: str | None) -> str | None:
-        if path is not None:
-            RewardFunctionConfig(function=path)
+        if path is not None and path != TASK_REWARD:
+            from grpo_lab.rewards.plugins import load_function
+            load_function(path)
         return path
 
     def plugin_functions(self) -> list[RewardFunctionConfig]:

@@ -1,0 +1,33 @@
+"""Reward functions loaded from this file by path ('tests/plugins/rewards_file.py:name'), as a team's own."""
+
+import math
+
+
+def brevity(prompts, completions, **columns):
+    """1.0 for completions of at most 2 characters, else 0.0."""
+    return [float(len(c.strip()) <= 2) for c in completions]
+
+
+def only_math(prompts, completions, task, **columns):
+    """Applies to math problems only: None elsewhere."""
+    return [float(c.strip().isdigit()) if t == "math" else None for c, t in zip(completions, task)]
+
+
+def one_short(prompts, completions, **columns):
+    return [0.0] * (len(completions) - 1)
+
+
+def not_a_number(prompts, completions, **columns):
+    return ["high"] * len(completions)
+
+
+def nan_reward(prompts, completions, **columns):
+    return [math.nan] * len(completions)
+
+
+def no_columns(prompts, completions):
+    return [0.0] * len(completions)
+
+
+def one_argument(completions, **columns):
+    return [0.0] * len(completions)

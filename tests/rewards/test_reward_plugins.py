@@ -1,0 +1,95 @@
+"""Reward functions with TRL's signature: checked when the config loads and at every call."""
+
+import math
+
+import pytest
+import torch
+
+from grpo_lab.rewards import plugins
+from grpo_lab.rollout.base import Rollout
+from grpo_lab.spec.config import resolve
+from grpo_lab.tasks import make_task
+from grpo_lab.trainer.scoring import component_means, score_rollout
+from grpo_lab.util.yamlio import ConfigError
+
+FILE = "tests/plugins/rewards_file.py"
+
+
+@pytest.mark.parametrize("function, message", [
+    ("no_such_module:f", "no module named 'no_such_module'"),
+    ("tests/plugins/missing.py:f", "no file 'tests/plugins/missing.py'"),
+    (f"{FILE}:brevit", "has no 'brevit' (did you mean 'brevity'?)"),
+    (f"{FILE}:no_columns", "takes no **columns"),
+    (f"{FILE}:one_argument", "fewer than two positional arguments"),
+    ("math", "expected 'module:name' or 'file.py:name'"),
+])
+def test_bad_functions_are_one_line_errors_naming_the_key(function, message):
+    with pytest.raises(ConfigError) as info:
+        resolve({"reward": {"functions": [{"function": f"{FILE}:brevity"}, {"function": function}]}})
+    text = str(info.value)
+    assert "field 'reward.functions.1.function'" in text and message in text and "\n" not in text
+    with pytest.raises(ConfigError, match="field 'reward.function'"):
+        resolve({"reward": {"function": function}})
+
+
+def test_names_must_be_unique_and_not_builtin_metrics():
+    with pytest.raises(ConfigError, match="two reward functions are named brevity"):
+        resolve({"reward": {"functions": [{"function": f"{FILE}:brevity"}, {"function": f"{FILE}:brevity"}]}})
+    with pytest.raises(ConfigError, match="'mean' is a built-in metric"):
+        resolve({"reward": {"functions": [{"function": f"{FILE}:brevity", "name": "mean"}]}})
+
+
+def _scored(cfg, completions):
+    task = make_task("math", "compact")
+    problems = task.problems("train", len(completions) // 2, seed=0)
+    rollout = Rollout(prompt_ids=[[0]] * len(completions), completion_ids=[[0]] * len(completions),
+                      logprobs=[[0.0]] * len(completions), stop=["eos"] * len(completions),
+                      group=[i // 2 for i in range(len(completions))])
+
+    class Codec:
+        def decode(self, ids):
+            return ""
+
+    rollout.texts = lambda codec: list(completions)  # the decoded texts these tests score
+    return problems, score_rollout({"math": task}, problems, rollout, Codec(), cfg, 0.0)
+
+
+def test_weighted_functions_sum_into_main_and_shape_and_are_logged_apart():
+    cfg = resolve({"reward": {"functions": [
+        {"function": "task"}, {"function": f"{FILE}:brevity", "weight": 0.5},
+        {"function": f"{FILE}:only_math", "role": "shape", "weight": 0.1}], "shape_mode": "after_norm"}})
+    problems, scored = _scored(cfg, ["7", "seventy", "12", "1"])
+    task_reward = [float(c == p.target) for p, c in zip([problems[0]] * 2 + [problems[1]] * 2, ["7", "seventy", "12", "1"])]
+    expected = [t + 0.5 * float(len(c) <= 2) for t, c in zip(task_reward, ["7", "seventy", "12", "1"])]
+    assert scored.main.flatten().tolist() == pytest.approx(expected)
+    assert scored.shape.flatten().tolist() == pytest.approx([0.1, 0.0, 0.1, 0.1])
+    means = component_means(scored.components)
+    assert means["reward/brevity"] == pytest.approx(0.75) and means["reward/only_math"] == pytest.approx(0.75)
+    assert set(means) == {"reward/task", "reward/brevity", "reward/only_math"}
+
+
+@pytest.mark.parametrize("name, message", [
+    ("one_short", "returned 3 values for 4 completions"),
+    ("not_a_number", "returned 'high' at position 0; expected a float or None"),
+])
+def test_broken_return_values_name_the_key(name, message):
+    cfg = resolve({"reward": {"functions": [{"function": f"{FILE}:{name}"}]}})
+    with pytest.raises(plugins.RewardFunctionError) as info:
+        _scored(cfg, ["1", "2", "3", "4"])
+    assert str(info.value) == f"reward.functions[0] ({FILE}:{name}): {FILE}:{name} {message}"
+
+
+def test_nan_reaches_the_metric_but_not_the_loss():
+    cfg = resolve({"reward": {"function": f"{FILE}:nan_reward"}})
+    _, scored = _scored(cfg, ["1", "2", "3", "4"])
+    assert torch.isfinite(scored.main).all() and math.isnan(component_means(scored.components)["reward/nan_reward"])
+
+
+def test_run_ids_follow_the_plugin_source(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.py").write_text("def r(prompts, completions, **kw):\n    return [1.0] * len(completions)\n")
+    cfg = resolve({"reward": {"function": "mine.py:r"}})
+    before = cfg.run_id()
+    assert cfg.identity()["plugins"]["reward:mine.py:r"]["sha256"]
+    (tmp_path / "mine.py").write_text("def r(prompts, completions, **kw):\n    return [0.0] * len(completions)\n")
+    assert cfg.run_id() != before  # an edited reward is a new run
