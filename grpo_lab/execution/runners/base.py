@@ -64,7 +64,7 @@ class SlurmOptions(Strict):
     timeout_min: int = 24 * 60
     cpus_per_task: int = 8
     mem_gb: float | None = None
-    gpus_per_node: int | None = None  # None: the model card's gpus
+    gpus_per_node: int | None = Field(None, ge=0)  # None: the model card's gpus; 0: a CPU partition (no --gpus)
     array: bool = False  # one job array for the pending runs instead of a job per run
     # seconds before the time limit Slurm sends submitit's USR2: the attempt checkpoints and is resubmitted
     signal_delay_s: int = Field(90, ge=0)

@@ -54,8 +54,10 @@ class SlurmRunner:
         params = {"timeout_min": o.timeout_min, "cpus_per_task": o.cpus_per_task, "tasks_per_node": 1,
                   "nodes": 1, "name": "grpo-lab"}
         if self.cluster == "slurm":
-            params.update({"gpus_per_node": o.gpus_per_node or devices, "slurm_array_parallelism": self.slots,
-                           "slurm_signal_delay_s": o.signal_delay_s})
+            params.update({"slurm_array_parallelism": self.slots, "slurm_signal_delay_s": o.signal_delay_s})
+            gpus = devices if o.gpus_per_node is None else o.gpus_per_node
+            if gpus:  # --gpus-per-node is refused outright on a cluster without GPU gres
+                params["gpus_per_node"] = gpus
             params.update({f"slurm_{k}": v for k, v in
                            {"partition": o.partition, "account": o.account, "qos": o.qos}.items() if v})
             if o.mem_gb:
