@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a venv in .venv (CPU torch) and run the test suite. Usage: bash scripts/test.sh [pytest args]
-# As root on Debian/Ubuntu it installs bubblewrap and Chromium with apt.
+# As root on Debian/Ubuntu it installs bubblewrap, Chromium, slurm-wlm and munge with apt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The code task's sandbox needs bubblewrap (bwrap); the report test renders HTML in headless Chromium.
@@ -10,6 +10,15 @@ if ! command -v bwrap >/dev/null || ! command -v chromium >/dev/null || ! comman
   else
     command -v bwrap >/dev/null || { echo "error: install bubblewrap (apt-get install bubblewrap): the code task's sandbox needs it" >&2; exit 1; }
     echo "note: chromium/chromedriver missing: the headless report test will be skipped" >&2
+  fi
+fi
+# The Slurm tests start a one-node cluster from Debian's slurm-wlm and munge (tests/execution/slurm_cluster.py).
+if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing slurm-wlm and munge (apt) for the Slurm cluster tests"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge) >/dev/null
+  else
+    echo "note: slurmctld/munged missing: the Slurm cluster tests will be skipped" >&2
   fi
 fi
 python3 -m venv .venv
