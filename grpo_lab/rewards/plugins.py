@@ -78,14 +78,14 @@ def call(rf: RewardFunction, prompts: list[str], completions: list[str], columns
     try:
         values = rf.fn(prompts, completions, **columns)
     except Exception as e:
-        raise RewardFunctionError(f"{rf.key}: {rf.path} raised {type(e).__name__}: {e}") from e
+        raise RewardFunctionError(f"{rf.key} ({rf.path}) raised {type(e).__name__}: {e}") from e
     try:
         values = list(values)
     except TypeError:
-        raise RewardFunctionError(f"{rf.key}: {rf.path} returned {type(values).__name__}, expected a list "
+        raise RewardFunctionError(f"{rf.key} ({rf.path}) returned {type(values).__name__}, expected a list "
                                   f"of {len(completions)} floats or None") from None
     if len(values) != len(completions):
-        raise RewardFunctionError(f"{rf.key}: {rf.path} returned {len(values)} values for "
+        raise RewardFunctionError(f"{rf.key} ({rf.path}) returned {len(values)} values for "
                                   f"{len(completions)} completions")
     out = []
     for i, v in enumerate(values):
@@ -94,7 +94,7 @@ def call(rf: RewardFunction, prompts: list[str], completions: list[str], columns
         elif isinstance(v, (int, float)) and not isinstance(v, bool) or hasattr(v, "__float__"):
             out.append(float(v))
         else:
-            raise RewardFunctionError(f"{rf.key}: {rf.path} returned {v!r} at position {i}; expected a float or None")
+            raise RewardFunctionError(f"{rf.key} ({rf.path}) returned {v!r} at position {i}; expected a float or None")
     return out
 
 

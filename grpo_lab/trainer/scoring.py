@@ -63,7 +63,7 @@ def reward_functions(reward_cfg) -> list[plugins.RewardFunction]:
 
 @lru_cache(maxsize=32)
 def _loaded(specs: tuple, key: str) -> list[plugins.RewardFunction]:
-    return [plugins.RewardFunction(key if key == "reward.function" else f"{key}[{i}] ({path})", label, path, w,
+    return [plugins.RewardFunction(key if key == "reward.function" else f"{key}[{i}]", label, path, w,
                                    role, None if path == TASK_REWARD else plugins.load_function(path))
             for i, (path, w, label, role) in enumerate(specs)]
 

@@ -76,7 +76,7 @@ def test_broken_return_values_name_the_key(name, message):
     cfg = resolve({"reward": {"functions": [{"function": f"{FILE}:{name}"}]}})
     with pytest.raises(plugins.RewardFunctionError) as info:
         _scored(cfg, ["1", "2", "3", "4"])
-    assert str(info.value) == f"reward.functions[0] ({FILE}:{name}): {FILE}:{name} {message}"
+    assert str(info.value) == f"reward.functions[0] ({FILE}:{name}) {message}"
 
 
 def test_nan_reaches_the_metric_but_not_the_loss():
