@@ -1,0 +1,74 @@
+"""A sweep through a multi-node Ray cluster (ray.cluster_utils.Cluster: a head without CPUs and two
+one-CPU worker nodes), its registry on PostgreSQL as a real cluster's would be. A worker node is
+removed mid-sweep: the run it held is retried on the other node from its checkpoint; no finished
+run is repeated, no step is lost or logged twice."""
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from grpo_lab.execution import registry as reg
+from grpo_lab.execution.runners.base import RayOptions
+from grpo_lab.execution.sweep import SweepOptions, execute_sweep, open_sweep, plan_for
+from tests.execution.sweeps import write_matrix
+
+pytestmark = pytest.mark.slow
+STEPS = 30
+
+
+def step_of(run_dir: Path) -> int:
+    try:
+        return json.loads((run_dir / "heartbeat.json").read_text())["step"]
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+@pytest.fixture
+def cluster():
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    workers = [nodes.add_node(num_cpus=1) for _ in range(2)]
+    nodes.wait_for_nodes()
+    yield nodes, workers
+    ray.shutdown()
+    nodes.shutdown()
+
+
+def test_node_lost_mid_sweep_runs_resume_on_the_other_node(cluster, postgres, tmp_path):
+    from grpo_lab.execution.runners.ray_runner import RayRunner
+
+    nodes, workers = cluster
+    postgres.psql("CREATE DATABASE ray_sweep;")
+    url = postgres.get_uri("ray_sweep").replace("postgresql://", "postgresql+psycopg://", 1)
+    matrix = write_matrix(tmp_path, "raynodes", seeds=[0, 1], tricks=["baseline"], steps=STEPS)
+    opts = SweepOptions(workspace=tmp_path / "ws", db_url=url, retries=1)
+    session = reg.connect(url)()
+    sweep = open_sweep(session, plan_for(matrix, opts), matrix, opts, env={})
+    dirs = [Path(c.run.out_dir) for c in sweep.cells]
+    runner = RayRunner(RayOptions(address=nodes.address))
+    assert runner.slots == 2  # the worker nodes' CPUs; the head has none
+
+    def remove_a_node():  # both runs past a checkpoint, one on each node: take one node away
+        deadline = time.time() + 300
+        while not all(step_of(d) >= 3 for d in dirs) and time.time() < deadline:
+            time.sleep(0.05)
+        nodes.remove_node(workers[0], allow_graceful=False)
+
+    threading.Thread(target=remove_a_node, daemon=True).start()
+    try:
+        result = execute_sweep(session, sweep, runner, opts)
+    finally:
+        runner.close()
+    assert result.counts["finished"] == 2, [(a.status, a.error) for c in sweep.cells for a in c.run.attempts]
+    histories = sorted([a.status for a in c.run.attempts] for c in sweep.cells)
+    assert histories == [["finished"], ["interrupted", "finished"]]  # the other run was not touched
+    lost = next(c.run for c in sweep.cells if len(c.run.attempts) == 2)
+    assert lost.attempts[0].gpu_hours > 0 and "ray task lost" in lost.attempts[0].error
+    assert lost.attempts[1].start_step >= 2  # from its checkpoint (every 2 steps), not from step 0
+    for d in dirs:
+        assert [json.loads(line)["step"] for line in (d / "metrics.jsonl").read_text().splitlines()] == list(range(STEPS))
