@@ -1,16 +1,18 @@
 """A team's plugin package, pip-installed, and its reward functions, trained in a real sweep.
 
 The example package (examples/plugin: task `geo` by entry point, reward functions) is installed
-into this venv for the module and removed after. The sweep trains three cells: geo with the task
+as a wheel into this venv for the module and removed after. The sweep trains three cells: geo with the task
 reward, a package reward and a file reward; math with a reward that returns NaN (stopped with an
 alarm); logic with a reward that returns too few values (failed, its error naming the key). The
 sweep goes on past both.
 """
 
+import base64
+import hashlib
 import json
-import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -27,12 +29,31 @@ pytestmark = pytest.mark.slow
 FILE = "tests/plugins/rewards_file.py"
 
 
+def build_wheel(source: Path, out: Path) -> Path:
+    """A wheel of examples/plugin written directly (a wheel is a zip with its metadata), so the
+    install needs no build backend and no network: what `pip wheel` would make of its pyproject."""
+    name, version, dist = "grpo_geo", "0.1.0", "grpo_geo-0.1.0.dist-info"
+    files = {f"grpo_geo/{f.name}": f.read_bytes() for f in sorted((source / "grpo_geo").glob("*.py"))}
+    files[f"{dist}/METADATA"] = f"Metadata-Version: 2.1\nName: grpo-geo\nVersion: {version}\n".encode()
+    files[f"{dist}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: grpo-lab-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{dist}/entry_points.txt"] = b"[grpo_lab.tasks]\ngeo = grpo_geo.tasks:GeoTask\n"
+    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+              for path, data in files.items()]
+    files[f"{dist}/RECORD"] = ("\n".join(record + [f"{dist}/RECORD,,"]) + "\n").encode()
+    wheel = out / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, data in files.items():
+            z.writestr(path, data)
+    return wheel
+
+
 @pytest.fixture(scope="module")
 def geo_installed(tmp_path_factory):
-    source = tmp_path_factory.mktemp("plugin") / "plugin"
-    shutil.copytree(ROOT / "examples" / "plugin", source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    entry = (ROOT / "examples" / "plugin" / "pyproject.toml").read_text()
+    assert 'geo = "grpo_geo.tasks:GeoTask"' in entry  # the wheel below declares what the pyproject does
+    wheel = build_wheel(ROOT / "examples" / "plugin", tmp_path_factory.mktemp("wheel"))
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "install", "--no-deps", "--no-build-isolation", "--no-index", str(source)], check=True)
+    subprocess.run([*pip, "install", "--no-deps", "--no-index", str(wheel)], check=True)
     registry.resolve.cache_clear()
     try:
         yield
