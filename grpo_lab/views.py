@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console, Group
@@ -20,50 +22,124 @@ STYLE = {"finished": "green", "stopped": "yellow", "failed": "red", "running": "
          "interrupted": "magenta", "preempted": "blue"}
 
 
-class SweepProgress:
-    """Live table of the running cells (step, reward, elapsed) over the sweep's counts."""
+@dataclass(frozen=True)
+class CellProgress:
+    """Where a running cell is, from its heartbeat (written by its worker after every step)."""
 
-    def __init__(self, console: Console, total: int, done_before: int):
-        self.console, self.total, self.done = console, total, done_before
-        self.running: dict[str, tuple[reg.SweepRun, float]] = {}
+    step: int
+    steps: int | None
+    reward: float | None
+    elapsed: float  # seconds since this attempt started
+    eta: float | None  # seconds to its last step at this attempt's pace; None before a step is done
+
+    @property
+    def fraction(self) -> float:
+        return min(self.step / self.steps, 1.0) if self.steps else 0.0
+
+
+def cell_progress(run_dir: str | Path, now: float | None = None) -> CellProgress | None:
+    """A running cell's progress, or None while its attempt has written no heartbeat yet."""
+    beat = read_json(Path(run_dir) / "heartbeat.json")
+    if not beat or "started" not in beat:
+        return None
+    now = time.time() if now is None else now
+    step, steps, first = int(beat.get("step", 0)), beat.get("steps"), int(beat.get("start_step", 0))
+    pace = (beat.get("updated", now) - beat["started"]) / (step - first) if step > first else None
+    eta = max(pace * (steps - step) - (now - beat.get("updated", now)), 0.0) if pace and steps else None
+    return CellProgress(step, steps, beat.get("reward"), now - beat["started"], eta)
+
+
+def fmt_seconds(secs: float | None) -> str:
+    if secs is None:
+        return "-"
+    return f"{secs:.0f}s" if secs < 120 else f"{secs / 60:.0f}m" if secs < 7200 else f"{secs / 3600:.1f}h"
+
+
+class SweepProgress:
+    """Live view of a sweep: a row per running cell (step/steps, reward, elapsed, ETA, re-read
+    from its heartbeat at every refresh) under the sweep's done/total and ETA. Off a terminal it
+    prints the same as plain lines every ``every`` seconds."""
+
+    def __init__(self, console: Console, total: int, done_before: int, every: float = 30.0):
+        self.console, self.total, self.done, self.done_before = console, total, done_before, done_before
+        # run id -> (label, run folder, start): plain values, since the refresh runs in rich's
+        # thread and the registry session belongs to the driver's
+        self.running: dict[str, tuple[str, str, float]] = {}
         self.failed = 0
         self.t0 = time.time()
-        self.live = Live(self.render(), console=console, refresh_per_second=2, transient=True)
+        self.every = every
+        self.live = Live(console=console, refresh_per_second=2, transient=True, get_renderable=self.render) \
+            if console.is_terminal else None
+        self._stop = threading.Event()
+        self._printer = None if self.live else threading.Thread(target=self._print_lines, daemon=True)
 
     def __enter__(self):
-        self.live.__enter__()
+        if self.live:
+            self.live.__enter__()
+        else:
+            self._printer.start()
         return self
 
     def __exit__(self, *exc):
-        self.live.__exit__(*exc)
+        self._stop.set()
+        if self.live:
+            self.live.__exit__(*exc)
 
     def __call__(self, kind: str, cell: reg.SweepRun | None, out: Outcome | None) -> None:
         if kind == "start":
-            self.running[cell.run_id] = (cell, time.time())
+            self.running[cell.run_id] = (_label(cell), cell.run.out_dir, time.time())
         elif kind == "end":
-            _, t0 = self.running.pop(cell.run_id, (cell, time.time()))
+            _, _, t0 = self.running.pop(cell.run_id, ("", "", time.time()))
             self.done += out.status != "failed"
             self.failed += out.status == "failed"
-            label = f"{cell.model} / {cell.task} / {cell.tricks or 'baseline'} / seed {cell.seed}"
             msg = (out.error or "").strip().splitlines()[0] if out.error else ""
-            self.live.console.print(f"[{STYLE[out.status]}]{out.status:>8}[/] {cell.run_id}  {label}  "
-                                    f"{time.time() - t0:.0f}s  {msg}", highlight=False)
-        self.live.update(self.render())
+            self.console.print(f"[{STYLE.get(out.status, '')}]{out.status:>8}[/] {cell.run_id}  {_label(cell)}  "
+                               f"{time.time() - t0:.0f}s  {msg}", highlight=False)
+
+    def eta(self, rows: list[CellProgress | None]) -> float | None:
+        """Seconds left for the whole sweep at this session's pace: elapsed x (1 - f) / f, where f
+        is the share of this session's cells done, running cells counted by their step."""
+        todo = self.total - self.done_before
+        share = ((self.done - self.done_before) + sum(r.fraction for r in rows if r)) / todo if todo else 1.0
+        return (time.time() - self.t0) * (1 - share) / share if share > 0 else None
+
+    def rows(self) -> list[tuple[str, str, CellProgress | None]]:
+        """(run id, label, progress) of every running cell."""
+        return [(rid, label, cell_progress(folder)) for rid, (label, folder, _) in list(self.running.items())]
+
+    def head(self, rows) -> str:
+        return (f"{self.done}/{self.total} done, {len(self.running)} running, {self.failed} failed attempts, "
+                f"{fmt_seconds(time.time() - self.t0)} elapsed, ETA {fmt_seconds(self.eta([r for *_, r in rows]))}")
 
     def render(self) -> Group:
-        elapsed = time.time() - self.t0
-        head = (f"[bold]{self.done}/{self.total} done[/], {len(self.running)} running, {self.failed} failed "
-                f"attempts, {elapsed / 60:.1f} min")
+        rows = self.rows()
         table = Table(show_edge=False, pad_edge=False)
-        for col in ("run id", "model", "task", "tricks", "seed", "step", "reward", "elapsed"):
-            table.add_column(col, justify="right" if col in ("seed", "step", "reward", "elapsed") else "left")
-        for cell, t0 in self.running.values():
-            beat = read_json(Path(cell.run.out_dir) / "heartbeat.json") or {}
-            step = f"{beat.get('step', 0)}/{beat.get('steps', '?')}"
-            reward = f"{beat['reward']:.3f}" if beat.get("reward") is not None else ""
-            table.add_row(cell.run_id, cell.model, cell.task, cell.tricks or "baseline", str(cell.seed), step,
-                          reward, f"{time.time() - t0:.0f}s")
-        return Group(head, table)
+        for col in ("run id", "cell", "step", "reward", "elapsed", "ETA"):
+            table.add_column(col, justify="left" if col in ("run id", "cell") else "right")
+        for rid, label, got in rows:
+            table.add_row(rid, label, *_progress_cells(got))
+        return Group(f"[bold]{self.head(rows)}[/]", table)
+
+    def _print_lines(self) -> None:
+        while not self._stop.wait(self.every):
+            rows = self.rows()
+            self.console.print(self.head(rows), highlight=False)
+            for rid, label, got in rows:
+                step, reward, elapsed, eta = _progress_cells(got)
+                self.console.print(f" running {rid}  {label}  step {step}  reward {reward or '-'}  "
+                                   f"{elapsed} elapsed, ETA {eta}", highlight=False)
+
+
+def _label(cell: reg.SweepRun) -> str:
+    return f"{cell.model} / {cell.task} / {cell.tricks or 'baseline'} / seed {cell.seed}"
+
+
+def _progress_cells(got: CellProgress | None) -> tuple[str, str, str, str]:
+    """(step/steps, reward, elapsed, ETA) as table cells; dashes before the first heartbeat."""
+    if got is None:
+        return "starting", "", "-", "-"
+    reward = f"{got.reward:.3f}" if got.reward is not None else ""
+    return f"{got.step}/{got.steps or '?'}", reward, fmt_seconds(got.elapsed), fmt_seconds(got.eta)
 
 
 def sweeps_table(session, sweeps: list[reg.Sweep]) -> Table:
@@ -91,16 +167,22 @@ def pass_at_1(cell: reg.SweepRun) -> tuple[float, float] | None:
 
 
 def runs_table(sweep: reg.Sweep) -> Table:
+    """Every run of a sweep; a running one with its step, ETA and hours so far from its heartbeat
+    (so `status` shows a sweep another shell is driving)."""
     table = Table(title=f"sweep {sweep.name} ({sweep.unit})")
-    for col in ("run id", "model", "task", "tricks", "seed", "status", "pass@1", "attempts", "hours", "error"):
-        table.add_column(col, justify="right" if col in ("seed", "attempts", "hours") else "left")
+    for col in ("run id", "model", "task", "tricks", "seed", "status", "step", "ETA", "pass@1", "attempts", "hours",
+                "error"):
+        table.add_column(col, justify="right" if col in ("seed", "step", "ETA", "attempts", "hours") else "left")
     for cell in sorted(sweep.cells, key=lambda c: c.position):
         run = cell.run
         err = (run.error or "").strip().splitlines()[0][:60] if run.error else ""
         p = pass_at_1(cell)
+        got = cell_progress(run.out_dir) if run.status == "running" else None
+        step, _, _, eta = _progress_cells(got) if got else ("", "", "", "")
+        hours = run.gpu_hours + (got.elapsed * run.devices / 3600 if got else 0.0)
         table.add_row(cell.run_id, cell.model, cell.task, cell.tricks or "baseline", str(cell.seed),
-                      f"[{STYLE[run.status]}]{run.status}[/]", f"{p[0]:.2f} -> {p[1]:.2f}" if p else "-",
-                      str(len(run.attempts)), f"{run.gpu_hours:.3g}", err)
+                      f"[{STYLE.get(run.status, '')}]{run.status}[/]", step, eta,
+                      f"{p[0]:.2f} -> {p[1]:.2f}" if p else "-", str(len(run.attempts)), f"{hours:.3g}", err)
     return table
 
 

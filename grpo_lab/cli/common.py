@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -17,7 +18,8 @@ from grpo_lab.util.yamlio import ConfigError
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 app = typer.Typer(no_args_is_help=True)
-console = Console()
+# Off a terminal (a log file, a pipe, CI) rich would cut every table at 80 columns: print them whole.
+console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 400)
 
 
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -9,6 +9,7 @@ Idempotent and restartable by construction:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 from collections.abc import Callable
@@ -52,7 +53,9 @@ def plan_for(matrix: Path, opts: SweepOptions) -> Plan:
     against its budget."""
     spec = load_matrix(matrix)
     measured = calibration.from_registry(opts.db_url, opts.workspace, plan_hardware(spec))
-    plan = make_plan(spec, name=opts.name or spec.name or matrix.stem, calibrations=measured)
+    plan = make_plan(spec, name=spec.name or matrix.stem, calibrations=measured)
+    if opts.name:  # --name wins over the matrix's own name
+        plan = dataclasses.replace(plan, name=opts.name)
     if plan.fits is False and not opts.allow_over_budget:
         raise ConfigError(f"{matrix}: the plan needs {plan.total:.3g} {plan.hardware.unit}, over its budget of "
                           f"{plan.limit:.3g}: cut cells or steps, raise budget, or pass --allow-over-budget")

@@ -1,0 +1,59 @@
+"""Live progress from heartbeats: per cell, the sweep's ETA, plain lines off a terminal."""
+
+import io
+import json
+import time
+from types import SimpleNamespace
+
+from rich.console import Console
+
+from grpo_lab.execution.runners.base import Outcome
+from grpo_lab.views import SweepProgress, cell_progress, fmt_seconds
+
+
+def beat(folder, **fields):
+    (folder / "heartbeat.json").write_text(json.dumps(fields))
+
+
+def test_cell_progress_reads_step_reward_and_eta_from_the_heartbeat(tmp_path):
+    now = 1000.0
+    assert cell_progress(tmp_path, now) is None  # no heartbeat before the first step
+    beat(tmp_path, attempt=1, started=900.0, updated=1000.0, step=50, steps=200, start_step=0, reward=0.41)
+    got = cell_progress(tmp_path, now)
+    assert (got.step, got.steps, got.reward, got.elapsed) == (50, 200, 0.41, 100.0)
+    assert got.eta == 300.0 and got.fraction == 0.25  # 2 s a step, 150 steps to go
+    # a resumed attempt's pace counts only its own steps
+    beat(tmp_path, attempt=2, started=900.0, updated=1000.0, step=150, steps=200, start_step=100)
+    assert cell_progress(tmp_path, now).eta == 100.0
+    # the time since the last heartbeat is already spent
+    assert cell_progress(tmp_path, now + 40).eta == 60.0
+
+
+def cell(folder, run_id="r1"):
+    return SimpleNamespace(run_id=run_id, model="tiny", task="math", tricks="", seed=0,
+                           run=SimpleNamespace(out_dir=str(folder)))
+
+
+def test_off_a_terminal_progress_is_printed_as_plain_lines(tmp_path):
+    out = io.StringIO()
+    console = Console(file=out, width=200)  # not a terminal
+    progress = SweepProgress(console, total=4, done_before=1, every=0.05)
+    assert progress.live is None
+    with progress:
+        progress("start", cell(tmp_path), None)
+        beat(tmp_path, attempt=1, started=time.time() - 10, updated=time.time(), step=5, steps=10, start_step=0,
+             reward=0.5)
+        time.sleep(0.3)
+        progress("end", cell(tmp_path), Outcome(job=None, status="finished", error=None, summary=None, wall_seconds=1.0))
+    text = out.getvalue()
+    assert "1/4 done, 1 running" in text and "running r1  tiny / math / baseline / seed 0  step 5/10" in text
+    assert "reward 0.500" in text and "finished r1" in text and "2/4 done" not in text.split("finished r1")[0]
+
+
+def test_the_sweeps_eta_counts_running_cells_by_their_step():
+    progress = SweepProgress(Console(file=io.StringIO()), total=5, done_before=1)
+    progress.t0 = time.time() - 100  # 100 s into this session, 1 of 4 cells done, one half way
+    progress.done = 2
+    half = SimpleNamespace(fraction=0.5)
+    assert abs(progress.eta([half]) - 100 * (1 - 1.5 / 4) / (1.5 / 4)) < 1
+    assert fmt_seconds(90) == "90s" and fmt_seconds(600) == "10m" and fmt_seconds(None) == "-"
