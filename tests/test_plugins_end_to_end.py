@@ -20,7 +20,6 @@ import yaml
 from typer.testing import CliRunner
 
 from grpo_lab.cli import app
-from grpo_lab.execution import registry as reg
 from grpo_lab.tasks import registry
 from tests.conftest import ROOT, TINY_FAST
 from tests.execution.sweeps import BASE

@@ -91,7 +91,7 @@ def call(rf: RewardFunction, prompts: list[str], completions: list[str], columns
     for i, v in enumerate(values):
         if v is None:
             out.append(None)
-        elif isinstance(v, (int, float)) and not isinstance(v, bool) or hasattr(v, "__float__"):
+        elif hasattr(v, "__float__"):  # int, float, numpy and 0-d torch values
             out.append(float(v))
         else:
             raise RewardFunctionError(f"{rf.key} ({rf.path}) returned {v!r} at position {i}; expected a float or None")

@@ -21,7 +21,6 @@ from typing import Any, Callable
 
 ENTRY_POINT_GROUP = "grpo_lab.tasks"
 FAMILIES = {"rg": "reasoning-gym datasets: rg:<dataset>, e.g. rg:leg_counting"}
-CONSTRUCTOR_KEYS = ("register", "levels", "data_path", "difficulty", "sandbox", "data", "verifier")
 
 
 @dataclass(frozen=True)

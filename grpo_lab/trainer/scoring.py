@@ -12,8 +12,8 @@ import torch
 
 from grpo_lab.rewards import plugins
 from grpo_lab.rewards.shaping import length_shaping
-from grpo_lab.spec.sources import TASK_REWARD
 from grpo_lab.rollout.base import Rollout
+from grpo_lab.spec.sources import TASK_REWARD
 from grpo_lab.trainer.batch import code_token_mask
 
 
