@@ -1,4 +1,4 @@
-"""Per trick set: worth it, not worth its cost, harmful, or harmful in combination.
+"""Per trick set: worth it, not worth its cost, no effect, undecided, harmful, or harmful in combination.
 
 One set of verdicts per sweep, corrected for the family of comparisons it makes. Without
 --decide the effects' p-values are Holm-adjusted over every effect in the table; after --decide
@@ -13,8 +13,11 @@ The rule, in order (the first that applies wins):
    does not count: that trick's own row says so.
 2. harmful: the effect is significantly below 0 (Holm p ≤ α with the CI below 0; after
    --decide: significant and negative).
-3. not worth its cost: no significant gain (including equivalent within ±δ, or open).
-4. worth it / not worth its cost: the gain is significant; it is worth it when the extra hours it
+3. no effect: --decide found it equivalent to the baseline within ±δ.
+4. undecided: no significant difference yet (the CI includes 0, or --decide left it open); the
+   reason says about how many seeds per arm would resolve an effect of ±`resolution` at the
+   noise seen, for the fixed design.
+5. worth it / not worth its cost: the gain is significant; it is worth it when the extra hours it
    costs per point of the metric stay within `max_hours_per_point` of a baseline run's hours
    (a trick that costs nothing extra is always worth it; unknown cost is said so in the reason).
 
@@ -27,7 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import polars as pl
+from scipy import stats as sps
 
 from grpo_lab.analysis.stats import holm
 from grpo_lab.report.inputs import BASELINE, KEYS
@@ -35,10 +40,12 @@ from grpo_lab.report.render import Tone, num
 
 WORTH_IT = "worth it"
 NOT_WORTH = "not worth its cost"
+NO_EFFECT = "no effect"
+UNDECIDED = "undecided"
 HARMFUL = "harmful"
 HARMFUL_COMBO = "harmful in combination"
-TONES: dict[str, Tone] = {WORTH_IT: "good", NOT_WORTH: "neutral", HARMFUL: "bad",
-                          HARMFUL_COMBO: "bad"}
+TONES: dict[str, Tone] = {WORTH_IT: "good", NOT_WORTH: "neutral", NO_EFFECT: "neutral", UNDECIDED: "warn",
+                          HARMFUL: "bad", HARMFUL_COMBO: "bad"}
 
 # Means over seeds of the run metrics the tables show (cost_per_effective_sample: the verdicts table).
 _MEAN_COLUMNS = ["pass@1", "pass@1_best", "pass@k", "reward_final", "reward_auc", "steps_to_90",
@@ -71,6 +78,8 @@ class VerdictPolicy:
     # Family-wise level of the labels: an effect is significant when its Holm-adjusted p-value
     # over all the table's effects is at most this.
     alpha: float = 0.05
+    # The effect size an undecided row quotes a seed count for (two points of a pass rate).
+    resolution: float = 0.02
 
 
 @dataclass(frozen=True)
@@ -135,22 +144,31 @@ def _label(row: dict[str, Any], combos: dict[tuple[str, str], list[_Combo]], pol
     if decided is not None:
         d = decided.get((row["model"], row["task"], _key(row["tricks"])))
         if d is None or d["verdict"] == "open":
-            return NOT_WORTH, "--decide: open (not decided within its budget)"
+            return UNDECIDED, "--decide left it open within its budget"
         if d["verdict"] == "equivalent":
-            return NOT_WORTH, "--decide: equivalent to the baseline within ±δ"
+            return NO_EFFECT, "--decide: equivalent to the baseline within ±δ"
         if (d["est"] or 0) < 0:
             return HARMFUL, "--decide: significantly worse than the baseline"
         return _cost_label(row, policy)
     low, high, p = row["ci_low"], row["ci_high"], row["p_holm"]
     if low is None or high is None or p is None:
-        return NOT_WORTH, "no confidence interval (too few seeds?)"
-    if p > policy.alpha:
-        return NOT_WORTH, f"not significant after Holm over the table's effects (Holm p {p:.2g})"
-    if high < 0:
+        return UNDECIDED, "no confidence interval: at least two seeds per arm are needed"
+    if high < 0 and p <= policy.alpha:
         return HARMFUL, "worse than the baseline (Holm-corrected)"
-    if low <= 0:
-        return NOT_WORTH, "gain not significant (CI includes 0)"
+    if p > policy.alpha or low <= 0:
+        return UNDECIDED, f"Holm p {p:.2g}; {_seeds_to_resolve(row, policy)}"
     return _cost_label(row, policy)
+
+
+def _seeds_to_resolve(row: dict[str, Any], policy: VerdictPolicy) -> str:
+    """'about N seeds per arm would resolve ±r': the CI's half-width shrinks as 1/√n, and the
+    first Holm step tests at α/m (m effects in the table)."""
+    n, half = row.get("n"), (row["ci_high"] - row["ci_low"]) / 2
+    if not n or not np.isfinite(half) or half <= 0:
+        return "more seeds per arm would narrow it"
+    widen = sps.norm.ppf(1 - policy.alpha / (2 * row["family"])) / sps.norm.ppf(1 - policy.alpha / 2)
+    need = int(np.ceil(n * (half * widen / policy.resolution) ** 2))
+    return f"about {need:,} seeds per arm (now {n}) would resolve ±{policy.resolution:g} at this noise"
 
 
 def verdict_table(stats: pl.DataFrame, effects: pl.DataFrame, interactions: pl.DataFrame,
@@ -173,6 +191,7 @@ def verdict_table(stats: pl.DataFrame, effects: pl.DataFrame, interactions: pl.D
     decided, combos = None, _flagged_combos(interactions)
     if decisions and decisions.get("verdicts"):
         decided, combos = _decided(decisions)
+    frame = frame.with_columns(pl.lit(max(frame.height, 1)).alias("family"))
     labels = [_label(row, combos, policy, decided) for row in frame.iter_rows(named=True)]
     return (frame.with_columns(pl.Series("verdict", [v for v, _ in labels], dtype=pl.Utf8),
                                pl.Series("reason", [r for _, r in labels], dtype=pl.Utf8))

@@ -7,7 +7,15 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from grpo_lab.report.verdicts import HARMFUL, HARMFUL_COMBO, NOT_WORTH, WORTH_IT, VerdictPolicy, verdict_table
+from grpo_lab.report.verdicts import (
+    HARMFUL,
+    HARMFUL_COMBO,
+    NO_EFFECT,
+    UNDECIDED,
+    WORTH_IT,
+    VerdictPolicy,
+    verdict_table,
+)
 
 TRICKS = [f"t{i}" for i in range(13)]
 TASKS = ["code", "logic", "math"]
@@ -68,8 +76,8 @@ def test_after_decide_the_labels_are_its_verdicts():
         {"kind": "effect", "model": "m", "task": "math", "target": "kl", "est": 0.001, "verdict": "equivalent"}]}
     table = verdict_table(_stats(keys + [("math", "baseline")]), effects, NO_INTERACTIONS, VerdictPolicy(), decisions)
     got = {t: (v, why) for t, v, why in table.select("tricks", "verdict", "reason").iter_rows()}
-    assert got["g16"][0] == NOT_WORTH and "open" in got["g16"][1]
-    assert got["temp"][0] == HARMFUL and got["kl"][0] == NOT_WORTH and "equivalent" in got["kl"][1]
+    assert got["g16"][0] == UNDECIDED and "open" in got["g16"][1]
+    assert got["temp"][0] == HARMFUL and got["kl"][0] == NO_EFFECT and "equivalent" in got["kl"][1]
 
 
 def test_fixed_design_without_effects_labels_follow_the_corrected_tests():
@@ -92,3 +100,18 @@ def test_fixed_design_without_effects_labels_follow_the_corrected_tests():
         flagged += bool(inter["flagged"].any())
     assert labelled / reps <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / reps)
     assert combo == flagged
+
+
+def test_an_undecided_row_says_how_many_seeds_would_resolve_the_resolution():
+    keys = [("math", "small"), ("math", "other")]
+    effects = _effects(np.array([1.0, 0.5]), keys, se=0.02)  # CI ±0.039 at 5 seeds: includes 0
+    table = verdict_table(_stats(keys + [("math", "baseline")]), effects, NO_INTERACTIONS, VerdictPolicy())
+    got = dict(table.select("tricks", "reason").iter_rows())
+    assert set(table["verdict"]) == {UNDECIDED}
+    # half-width 0.039 -> 0.02 needs (0.039/0.02)^2 x 5 seeds, widened for the first Holm step (α/2)
+    widen = stats.norm.ppf(1 - 0.05 / 4) / stats.norm.ppf(0.975)
+    need = int(np.ceil(5 * (stats.norm.ppf(0.975) * 0.02 * widen / 0.02) ** 2))
+    assert f"about {need:,} seeds per arm (now 5) would resolve ±0.02" in got["small"]
+    coarser = verdict_table(_stats(keys + [("math", "baseline")]), effects, NO_INTERACTIONS,
+                            VerdictPolicy(resolution=0.04))
+    assert "resolve ±0.04" in dict(coarser.select("tricks", "reason").iter_rows())["small"]
