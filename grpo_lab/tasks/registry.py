@@ -12,6 +12,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import posixpath
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -124,6 +125,9 @@ def resolve(name: str) -> TaskEntry:
         dist = getattr(ep, "dist", None)
         return TaskEntry(name, "entry point", cls, ep.value + (f" ({dist.name})" if dist else ""), _first_line(cls))
     if ":" in name:
+        if posixpath.normpath(f"eval/{name}/pass@1") != f"eval/{name}/pass@1":
+            raise ValueError(f"task {name!r}: a task's name is part of its metric names (eval/<task>/pass@1), "
+                             "so a file path must be relative and plain (no '/' at the start, '..' or '//')")
         cls = load_object(name, "task")
         _check_task_class(name, cls)
         return TaskEntry(name, "import path", cls, name, _first_line(cls))

@@ -2,6 +2,7 @@
 named by its import path, and whatever is installed in the grpo_lab.tasks entry point group."""
 
 import math
+import os
 
 import pytest
 
@@ -10,7 +11,7 @@ from grpo_lab.tasks.base import Problem, Score
 from grpo_lab.tasks.registry import installed_entry_points
 from tests.conftest import ROOT
 
-GEO = f"{ROOT / 'examples' / 'plugin' / 'grpo_geo' / 'tasks.py'}:GeoTask"
+GEO = "examples/plugin/grpo_geo/tasks.py:GeoTask"  # relative to the project root
 TASKS = [(name, register) for name in ("math", "code", "logic") for register in ("compact", "natural")] + [
     ("humaneval", "natural"), ("rg:leg_counting", "natural"), ("rg:basic_arithmetic", "compact"),
     ("rg:knights_knaves", "natural"), (GEO, "compact"), (GEO, "natural"),
@@ -20,7 +21,12 @@ N = 12
 
 
 def _task(name, register):
-    return make_task(name, register, **({"sandbox": "bwrap"} if name in ("code", "humaneval") else {}))
+    here = os.getcwd()
+    os.chdir(ROOT)  # file plugins load relative to the working directory
+    try:
+        return make_task(name, register, **({"sandbox": "bwrap"} if name in ("code", "humaneval") else {}))
+    finally:
+        os.chdir(here)
 
 
 @pytest.fixture(scope="module", params=TASKS, ids=lambda p: f"{p[0].rsplit('/', 1)[-1]}-{p[1]}")

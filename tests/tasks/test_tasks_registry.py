@@ -28,3 +28,12 @@ def test_unknown_task_names_known_ones_and_suggests():
 def test_unknown_register_fails():
     with pytest.raises(ValueError, match="register"):
         make_task("logic", "chat")
+
+
+def test_plugin_task_errors_are_one_line():
+    with pytest.raises(ValueError, match="no module named 'no_such_pkg'"):
+        make_task("no_such_pkg.tasks:Geo")
+    with pytest.raises(ValueError, match="file path must be relative"):
+        make_task("/abs/tasks.py:Geo")
+    with pytest.raises(ValueError, match="is not a class following grpo_lab.tasks.base.Task"):
+        make_task("tests/plugins/rewards_file.py:brevity")
