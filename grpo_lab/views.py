@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -186,24 +187,37 @@ def runs_table(sweep: reg.Sweep) -> Table:
     return table
 
 
-def best_tricks(sweep: reg.Sweep) -> list[str]:
-    """One line per (model, task): the trick set with the highest mean final pass@1 over its
-    finished seeds, against the baseline's. A first reading: `grpo-lab report` says whether the
-    difference is more than seed noise."""
-    arms: dict[tuple, list[tuple[float, float]]] = {}
-    for cell in sweep.cells:
-        if (p := pass_at_1(cell)) is not None:
-            arms.setdefault((cell.model, cell.task, cell.tricks or "baseline"), []).append(p)
+def decision_summary(verdicts, sweep_name: str) -> list[str]:
+    """The paragraph a sweep ends with, per (model, task), from the report's own verdict table
+    (report/verdicts.py: one set of verdicts): what is decided (with effect and CI), what is
+    not, and the seeds per arm the undecided ones would need."""
+    from grpo_lab.report.verdicts import UNDECIDED
+
+    def shown(r) -> str:
+        return f"{r['tricks']} {r['effect']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]" \
+            if r["ci_low"] is not None and r["effect"] is not None else r["tricks"]
+
     lines = []
-    for model, task in dict.fromkeys((m, t) for m, t, _ in arms):
-        mine = {tricks: runs for (m, t, tricks), runs in arms.items() if (m, t) == (model, task)}
-        mean = {tricks: sum(f for _, f in runs) / len(runs) for tricks, runs in mine.items()}
-        best = max(mean, key=mean.get)
-        base = sum(b for b, _ in mine[best]) / len(mine[best])
-        vs = f"; baseline {mean['baseline']:.3f}" if "baseline" in mean and best != "baseline" else ""
-        lines.append(f"best on {model} / {task}: {best}, pass@1 {base:.3f} -> {mean[best]:.3f} "
-                     f"(mean of {len(mine[best])} seed(s){vs}); `grpo-lab report {sweep.name}` tests it")
+    for (model, task), rows in _by_cell(verdicts.iter_rows(named=True)).items():
+        decided = [r for r in rows if r["verdict"] != UNDECIDED]
+        open_ = [r for r in rows if r["verdict"] == UNDECIDED]
+        words = [f"{model} / {task}:"]
+        words.append("decided: " + "; ".join(f"{shown(r)} {r['verdict']}" for r in decided) + "."
+                     if decided else "nothing decided yet.")
+        if open_:
+            needs = [int(n.replace(",", "")) for r in open_ for n in re.findall(r"about ([\d,]+) seeds", r["reason"])]
+            cost = f" About {max(needs):,} seeds per arm would resolve ±0.02 for all of them." if needs else ""
+            words.append(f"Undecided ({len(open_)}): " + "; ".join(shown(r) for r in open_) + "." + cost)
+        lines.append(" ".join(words))
+    lines.append(f"Effects vs the baseline with 95% CIs, labels Holm-corrected; details: `grpo-lab report {sweep_name}`.")
     return lines
+
+
+def _by_cell(rows) -> dict[tuple[str, str], list[dict]]:
+    out: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        out.setdefault((r["model"], r["task"]), []).append(r)
+    return out
 
 
 def show_summary(console: Console, s: dict) -> None:

@@ -189,19 +189,36 @@ def run_cells(session, sw, plan, run_on, opts, progress, mirror, decide: dict | 
 
 
 def show_outcome(sw, result, executed: int, skipped: int, workspace: Path) -> None:
-    """The sweep's run table, its best trick sets, the attempt counts and what was not retried."""
+    """The sweep's run table, what it decided and what not, the attempt counts and what was not retried."""
     from rich.markup import escape
 
-    from grpo_lab.views import best_tricks, runs_table
+    from grpo_lab.views import runs_table
 
     console.print(runs_table(sw))
-    for line in best_tricks(sw):
+    for line in verdict_lines(sw):
         console.print(line, markup=False, highlight=False)
     # counted from the registry: with --decide the attempts ran in the waves' own passes
     console.print(f"executed {executed} attempt(s), skipped {skipped} finished run(s): {result.counts}; "
                   f"MLflow: grpo-lab ui --workspace {workspace}")
     for rid, why in result.blocked.items():
         console.print(f"[bold red]not retried:[/] {rid}: {escape(why)}", highlight=False)
+
+
+def verdict_lines(sw) -> list[str]:
+    """The end-of-sweep paragraph from the report's verdicts; a line saying why when there are none."""
+    from grpo_lab.report import VerdictPolicy
+    from grpo_lab.report.inputs import sweep_data
+    from grpo_lab.report.verdicts import run_stats, verdict_table
+    from grpo_lab.views import decision_summary
+
+    try:
+        data = sweep_data(sw)
+    except ValueError as exc:  # no finished run, or runs the report refuses to pool
+        return [f"no verdicts yet: {exc}"]
+    verdicts = verdict_table(run_stats(data.runs), data.effects, data.interactions, VerdictPolicy(), data.decisions)
+    if verdicts.is_empty():
+        return [f"no verdicts: no trick set has finished runs beside a baseline; `grpo-lab report {sw.name}`"]
+    return decision_summary(verdicts, sw.name)
 
 
 def attempts(sw) -> int:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from grpo_lab.execution.sweep import SweepOptions, plan_for
+from tests.conftest import TINY_FAST
 from tests.execution.sweeps import write_matrix
 from tests.execution.test_sweep_local import sweep_once
 
@@ -49,22 +50,22 @@ def test_run_found_finished_by_a_new_registry_costs_what_its_summary_says(tmp_pa
     assert sweep.cells[0].run.gpu_hours == pytest.approx(hours, rel=0.5)  # not ~0
 
 
-def test_final_table_shows_pass_at_1_and_the_best_trick_set(tmp_path):
+def test_final_table_shows_pass_at_1_and_the_sweep_ends_with_its_verdicts(tmp_path):
     from rich.console import Console
 
-    from grpo_lab.views import best_tricks, runs_table
+    from grpo_lab.cli.sweep import verdict_lines
+    from grpo_lab.views import runs_table
 
-    matrix = write_matrix(tmp_path, "outcome")  # baseline and ema_reference, one seed
+    matrix = write_matrix(tmp_path, "outcome", seeds=(0, 1))  # baseline and ema_reference
     _, sweep, _ = sweep_once(matrix, tmp_path / "ws")
     console = Console(record=True, width=250)
     console.print(runs_table(sweep))
     text = console.export_text()
-    finals = {}
     for cell in sweep.cells:
         summary = json.loads((Path(cell.run.out_dir) / "summary.json").read_text())
         base, final = summary["base"]["eval/pass@1"], summary["final"]["eval/pass@1"]
         assert f"{base:.2f} -> {final:.2f}" in text
-        finals[cell.tricks or "baseline"] = final
-    [line] = best_tricks(sweep)
-    best = max(finals, key=finals.get)
-    assert line.startswith("best on ") and f": {best}, pass@1 " in line and f"-> {finals[best]:.3f}" in line
+    first, last = verdict_lines(sweep)
+    assert first.startswith(f"{TINY_FAST} / math:") and "ema_reference" in first
+    assert "decided:" in first or "Undecided (1): ema_reference" in first
+    assert "best" not in first and "grpo-lab report outcome" in last
