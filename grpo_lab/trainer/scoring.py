@@ -39,6 +39,7 @@ def score_rollout(tasks: dict, problems: list, rollout: Rollout, codec, cfg, pro
         if rows:
             for r, s in zip(rows, task.score([problems[rollout.group[r]] for r in rows], [texts[r] for r in rows])):
                 scores[r] = s
+    check_task_rewards(tasks, problems, rollout, scores)
     raw = torch.tensor([s.reward for s in scores], dtype=torch.float32).view(N, G)
     fmt = torch.tensor([s.format_ok for s in scores]).view(N, G)
     terms = shape_terms(cfg, texts, rollout.completion_ids, fmt, progress)
@@ -53,6 +54,16 @@ def score_rollout(tasks: dict, problems: list, rollout: Rollout, codec, cfg, pro
         main, shape = main + shape, torch.zeros_like(shape)
     answers = [[scores[g * G + j].answer for j in range(G)] for g in range(N)]
     return Scored(main, shape, raw, fmt, answers, texts, components)
+
+
+def check_task_rewards(tasks: dict, problems: list, rollout: Rollout, scores: list) -> None:
+    """A task's reward outside [0, 1] (NaN included) breaks the task contract: the run ends naming it."""
+    for r, s in enumerate(scores):
+        if not 0.0 <= s.reward <= 1.0:
+            problem = problems[rollout.group[r]]
+            name = next((n for n, t in tasks.items() if t.name == problem.task), problem.task)
+            raise ValueError(f"task {name!r} scored {s.reward!r} on {problem.uid!r}; task rewards must be in [0, 1] "
+                             "(grpo_lab/tasks/base.py)")
 
 
 def reward_functions(reward_cfg) -> list[plugins.RewardFunction]:

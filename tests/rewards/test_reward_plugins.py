@@ -39,8 +39,8 @@ def test_names_must_be_unique_and_not_builtin_metrics():
         resolve({"reward": {"functions": [{"function": f"{FILE}:brevity", "name": "mean"}]}})
 
 
-def _scored(cfg, completions):
-    task = make_task("math", "compact")
+def _scored(cfg, completions, task=None):
+    task = task or make_task("math", "compact")
     problems = task.problems("train", len(completions) // 2, seed=0)
     rollout = Rollout(prompt_ids=[[0]] * len(completions), completion_ids=[[0]] * len(completions),
                       logprobs=[[0.0]] * len(completions), stop=["eos"] * len(completions),
@@ -93,3 +93,15 @@ def test_run_ids_follow_the_plugin_source(tmp_path, monkeypatch):
     assert cfg.identity()["plugins"]["reward:mine.py:r"]["sha256"]
     (tmp_path / "mine.py").write_text("def r(prompts, completions, **kw):\n    return [0.0] * len(completions)\n")
     assert cfg.run_id() != before  # an edited reward is a new run
+
+
+def test_a_task_reward_outside_the_unit_interval_names_the_task():
+    from grpo_lab.tasks.base import Score
+    from grpo_lab.tasks.math import MathTask
+
+    class Broken(MathTask):
+        def score(self, problems, completions):
+            return [Score(math.nan, True, None)] * len(completions)
+
+    with pytest.raises(ValueError, match=r"task 'math' scored nan on 'math/compact/train/.*must be in \[0, 1\]"):
+        _scored(resolve({}), ["1", "2", "3", "4"], Broken())
