@@ -100,3 +100,31 @@ def test_sigterm_under_a_sweep_is_preempted_and_not_a_retry(tmp_path, reference)
     assert run.attempts[0].gpu_hours > 0 and run.wasted_gpu_hours == 0  # its steps were all kept
     assert run.attempts[1].start_step >= 4
     assert metrics(run_dir) == reference
+
+
+def test_sigterm_to_a_ray_worker_is_preempted_and_resumed(tmp_path, reference):
+    ray = pytest.importorskip("ray")
+    from grpo_lab.execution.runners.base import RayOptions
+    from grpo_lab.execution.runners.ray_runner import RayRunner
+
+    matrix = write_matrix(tmp_path, "raypreempt", tricks=["baseline"], steps=STEPS, checkpoint_every=5)
+    opts = SweepOptions(workspace=tmp_path / "ws", retries=0)
+    session = reg.connect(reg.default_url(opts.workspace))()
+    sweep = open_sweep(session, plan_for(matrix, opts), matrix, opts, env={})
+    run_dir = Path(sweep.cells[0].run.out_dir)
+
+    def ray_task_worker() -> list[int]:  # Ray titles a worker process by the task it runs
+        found = subprocess.run(["pgrep", "-f", "ray::execute"], capture_output=True, text=True)
+        return [int(pid) for pid in found.stdout.split()]
+
+    signal_at(run_dir, 4, signal.SIGTERM, ray_task_worker)
+    runner = RayRunner(RayOptions(num_cpus=1))
+    try:
+        result = execute_sweep(session, sweep, runner, opts)
+    finally:
+        runner.close()
+        ray.shutdown()
+    run = sweep.cells[0].run
+    assert result.counts["finished"] == 1, [(a.status, a.error) for a in run.attempts]
+    assert [a.status for a in run.attempts] == ["preempted", "finished"]
+    assert metrics(run_dir) == reference
