@@ -167,6 +167,8 @@ class DecideWave(Base):
     significant: Mapped[int]
     equivalent: Mapped[int]
     added_json: Mapped[str] = mapped_column(Text, default="[]")  # run ids this wave added
+    # the --decide options it ran under (waves.DecideOptions), so the report can say how to rerun it
+    options_json: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=now)
 
 
@@ -227,7 +229,7 @@ def connect(url: str) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
-ADDED_COLUMNS = {"attempts": ("job_id VARCHAR(64)",)}  # columns newer than a registry's tables
+ADDED_COLUMNS = {"attempts": ("job_id VARCHAR(64)",), "decide_waves": ("options_json TEXT",)}  # columns newer than a registry's tables
 
 
 def add_columns(conn) -> None:

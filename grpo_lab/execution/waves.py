@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sqlalchemy import select
@@ -144,6 +144,7 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
         rows, m = dec.decide(comps, scores, alpha=dopts.alpha, delta=dopts.delta,
                              previous=previous_rows(session, sweep), method=dopts.method, target=dopts.most_seeds)
         w = record(session, sweep, wave, rows, hours, runs)
+        w.options_json = json.dumps(asdict(dopts))
         say(f"wave {wave}: {hours:.3g} {sweep.unit} spent; {m['significant']} significant, "
             f"{m['equivalent']} equivalent, {m['open']} open of {len(comps)}")
         if m["open"] == 0:
@@ -191,12 +192,15 @@ def plan_arms(plan: Plan) -> dict[tuple[str, str], list[str]]:
 
 
 def report_rows(session: Session, sweep: reg.Sweep) -> dict:
-    """{"waves": [...], "verdicts": [...]} as the report's decisions section reads them; empty
-    lists for a sweep that never ran with --decide."""
+    """{"waves": [...], "verdicts": [...], "options": {...}} as the report reads them: empty lists
+    for a sweep that never ran with --decide; options: DecideOptions of its last recorded wave
+    (None when no wave recorded them)."""
+    done = waves(session, sweep)
     ws = [{"wave": w.wave, "hours": w.hours, "runs": w.runs, "significant": w.significant,
            "equivalent": w.equivalent, "open": w.open, "added": len(json.loads(w.added_json))}
-          for w in waves(session, sweep)]
+          for w in done]
+    options = next((json.loads(w.options_json) for w in reversed(done) if w.options_json), None)
     vs = [{"name": v.name, "kind": v.kind, "model": v.model, "task": v.task, "target": v.target, "est": v.est,
            "radius": v.radius, "verdict": v.verdict, "wave": v.wave, "hours": v.hours}
           for v in session.scalars(select(reg.DecideVerdict).where(reg.DecideVerdict.sweep_id == sweep.id))]
-    return {"waves": ws, "verdicts": vs}
+    return {"waves": ws, "verdicts": vs, "options": options}

@@ -8,6 +8,7 @@ The modules, in the order the report is made:
               registered sweep's finished runs into one
     verdicts  per trick set: means over seeds (run_stats) and the verdict (worth it, harmful, ...)
     figures   the figures' data series, their matplotlib drawings and captions
+    forest    the first figure: every effect with its CI, coloured by its verdict
     sections  the content of each report section: its tables, notes and figures
     render    the Document model, number formatting, and the Markdown and HTML renderers
 and here: write_report, which computes everything, builds the Document and writes the files.
@@ -23,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from grpo_lab.report.figures import FigureLimits, choose_sets, make_figures
+from grpo_lab.report.forest import forest_images
 from grpo_lab.report.inputs import ReportData
 from grpo_lab.report.render import Document, Image, render_html, render_markdown
 from grpo_lab.report.sections import Parts, TableLimits, build_document
@@ -54,7 +56,7 @@ def prepare(data: ReportData, policy: VerdictPolicy = VerdictPolicy(),
     stats = run_stats(data.runs)
     chosen = choose_sets(data, figure_limits)
     verdicts = verdict_table(stats, data.effects, data.interactions, policy, data.decisions)
-    figures = make_figures(data, chosen, figure_limits)
+    figures = {"glance": forest_images(verdicts, data.metric), **make_figures(data, chosen, figure_limits)}
     return Parts(data, stats, chosen, verdicts, figures, policy, table_limits)
 
 

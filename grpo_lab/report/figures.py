@@ -337,7 +337,7 @@ def _shown_note(data: ReportData, chosen: pl.DataFrame) -> str:
 
 def curve_images(data: ReportData, chosen: pl.DataFrame, limits: FigureLimits) -> list[Image]:
     reward = bands(data.runs, data.steps, chosen, "reward/mean", limits.max_points)
-    evals = bands(data.runs, data.steps, chosen, "eval/pass@1", limits.max_points)
+    evals = bands(data.runs, data.eval_steps(), chosen, "eval/pass@1", limits.max_points)
     by_reward = reward.partition_by(["model", "task"], as_dict=True)
     by_eval = evals.partition_by(["model", "task"], as_dict=True)
     images = []
@@ -348,8 +348,8 @@ def curve_images(data: ReportData, chosen: pl.DataFrame, limits: FigureLimits) -
                        _lines(by_eval.get((m, task)), chosen), markers=True)]
                 for m in models]
         png = band_grid_png(grid, f"Task {task}: training reward and eval pass@1")
-        caption = (f"Task {task}. Line: mean over seeds; band: ± one standard deviation. "
-                   + _shown_note(data, chosen))
+        caption = (f"Task {task}. Line: mean over seeds; band: ± one standard deviation; eval points at "
+                   "the steps trained before them, the base model's at 0. " + _shown_note(data, chosen))
         images.append(Image(f"curves-{i:02d}-{_slug(task)}", f"Reward and pass@1 curves, task {task}",
                             caption, png))
     return images
@@ -384,7 +384,7 @@ def stability_images(data: ReportData, limits: FigureLimits) -> list[Image]:
 
 def heatmap_images(data: ReportData, limits: FigureLimits) -> list[Image]:
     grid = interaction_grid(data.interactions, limits.max_heatmap_rows)
-    if grid is None:
+    if grid is None or len(grid.rows) < 2:  # one combination reads better as its table row
         return []
     png = heatmap_png(grid, "Interaction of each combination (observed − expected additive)",
                       f"interaction on {data.metric}")

@@ -14,6 +14,7 @@ attempts spent (training, reference forwards, set-up). A tune's sweep (`tune-<na
 from __future__ import annotations
 
 import json
+import shlex
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ RUNS_SCHEMA: dict[str, Any] = {
     "reward_auc": _F, "steps_to_90": _F, "oscillation": _F, "length_slope": _F,
     "length_ratio": _F, "alarms": _I, "alarm_kinds": _S, "collapsed": _B, "gpu_hours": _F,
     "cost_per_effective_sample": _F, "effective_samples": _F, "sampling_share": _F,
+    "base_pass@1": _F,  # the eval before training (summary.json "base")
 }
 STEPS_SCHEMA: dict[str, Any] = {
     "run_id": _S, "step": _I, "reward/mean": _F, "eval/pass@1": _F, "length/mean": _F,
@@ -76,7 +78,8 @@ class ReportData:
     events: alarm events (may be empty); costs: unit, by_phase, total, wasted, split,
     price_per_gpu_hour, cost_per_effective_sample; env: environment snapshot; meta: sweep (or
     name), matrix (or matrix_path), metric, created (or created_at), commands (list[str]);
-    variance and decisions: the "decisions" section, shown when either is given."""
+    variance and decisions: the "decisions" section, shown when either is given (decisions:
+    waves, verdicts and the --decide options, execution/waves.py report_rows)."""
 
     runs: pl.DataFrame
     steps: pl.DataFrame
@@ -87,7 +90,7 @@ class ReportData:
     env: dict[str, str] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     variance: pl.DataFrame = field(default_factory=pl.DataFrame)  # analysis.variance.budget_frame
-    decisions: dict[str, Any] = field(default_factory=dict)  # --decide: waves, verdicts (execution/waves.py report_rows)
+    decisions: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.runs = conform(self.runs, RUNS_SCHEMA)
@@ -103,6 +106,16 @@ class ReportData:
     @property
     def hours_unit(self) -> str:
         return str(self.costs.get("unit") or "gpu-hours")
+
+    def eval_steps(self) -> pl.DataFrame:
+        """run_id, step, eval/pass@1 by steps trained: the base eval at 0, then each logged eval at
+        its step index + 1 (the trainer evaluates after a step), so an eval point and the reward of
+        the rollouts sampled after as many steps share an x."""
+        logged = (self.steps.select("run_id", "step", "eval/pass@1").drop_nulls()
+                  .with_columns(pl.col("step") + 1))
+        base = (self.runs.select("run_id", pl.lit(0, dtype=pl.Int64).alias("step"),
+                                 pl.col("base_pass@1").alias("eval/pass@1")).drop_nulls())
+        return pl.concat([base, logged]).sort("run_id", "step")
 
 
 # --- a registered sweep's inputs ---
@@ -193,16 +206,64 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
     labelled = [(c.labels(), Path(c.run.out_dir)) for c in cells]
     steps, events = steps_frame(dirs), events_frame(dirs)  # read once, shared by the rows and the curves
     runs = frame_from_run_dirs(labelled, steps=steps, events=events)
-    runs = runs.with_columns(pl.col("run_id").replace_strict({c.run_id: c.run.status for c in cells}).alias("status"))
+    base = {c.run_id: (_summary(c).get("base") or {}).get("eval/pass@1") for c in cells}
+    runs = runs.with_columns(
+        pl.col("run_id").replace_strict({c.run_id: c.run.status for c in cells}).alias("status"),
+        pl.col("run_id").replace_strict(base, default=None, return_dtype=pl.Float64).alias("base_pass@1"))
     effective = float(runs["effective_samples"].fill_null(0).sum())
-    matrix = sweep.matrix_path
+    matrix = repo_path(sweep.matrix_path)
+    session = object_session(sweep)
+    decisions = waves.report_rows(session, sweep) if session else {}
     return ReportData(
         runs=runs, steps=steps, events=events,
         effects=effects(runs, metric, logit=logit), interactions=interactions(runs, metric, logit=logit),
         costs=_costs(sweep, cells, effective), env=json.loads(sweep.env_json or "{}"),
-        variance=budget_frame(labelled),
-        decisions=waves.report_rows(session, sweep) if (session := object_session(sweep)) else {},
+        variance=budget_frame(labelled), decisions=decisions,
         meta={"sweep": sweep.name, "matrix": matrix, "metric": metric, "created": sweep.created_at.isoformat(),
-              "commands": [f"grpo-lab plan {matrix}", f"grpo-lab sweep {matrix}",
-                           f"grpo-lab report {sweep.name} --metric {metric}"]},
+              "commands": reproduce_commands(sweep, matrix, metric, logit, decisions)},
     )
+
+
+# --- how to reproduce it ---
+
+def repo_path(path: str) -> str:
+    """A matrix path as a command run from the repository root reads it: relative to the working
+    folder when under it, else from its last `matrices/` folder on, else its file name. A
+    machine's absolute path reproduces nothing on another machine."""
+    p = Path(path)
+    if not p.is_absolute():
+        return str(p)
+    if p.is_relative_to(Path.cwd()):
+        return str(p.relative_to(Path.cwd()))
+    if "matrices" in p.parts:
+        return str(Path(*p.parts[len(p.parts) - 1 - p.parts[::-1].index("matrices"):]))
+    return p.name
+
+
+def _decide_flags(decisions: dict) -> tuple[list[str], str]:
+    """sweep's --decide flags from the options the last wave recorded, and a note when a registry
+    from before they were recorded leaves them unknown."""
+    if not decisions.get("waves"):
+        return [], ""
+    opts = decisions.get("options")
+    if not opts:
+        return ["--decide"], "  # its --budget, --delta, --most-seeds were not recorded"
+    flags = ["--decide"]
+    if opts.get("budget") is not None:
+        flags += ["--budget", f"{opts['budget']:g}"]
+    flags += ["--delta", f"{opts['delta']:g}", "--most-seeds", str(opts["most_seeds"])]
+    return flags + (["--unpaired"] if opts.get("method") == "unpaired" else []), ""
+
+
+def reproduce_commands(sweep: reg.Sweep, matrix: str, metric: str, logit: bool, decisions: dict) -> list[str]:
+    """plan, sweep and report with every flag the registry recorded: the sweep's name when it is
+    not the matrix file's, the runner its attempts ran on (when one, and not local), --decide's."""
+    named = ["--name", sweep.name] if sweep.name != Path(sweep.matrix_path).stem else []
+    kinds = {a.runner for c in sweep.cells for a in c.run.attempts}
+    runner = ["--runner", kinds.pop()] if len(kinds) == 1 and kinds != {"local"} else []
+    decide, note = _decide_flags(decisions)
+    delta = (decisions.get("options") or {}).get("delta")
+    plan = ["grpo-lab", "plan", matrix] + ([] if delta is None else ["--decide-delta", f"{delta:g}"])
+    report = ["grpo-lab", "report", sweep.name, "--metric", metric] + (["--logit"] if logit else [])
+    return [shlex.join(plan), shlex.join(["grpo-lab", "sweep", matrix, *named, *runner, *decide]) + note,
+            shlex.join(report)]

@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Literal
 
 # --- numbers: how a missing value, an effect, a CI or an hour count reads ---
@@ -65,10 +66,30 @@ def share(part: float | None, total: float | None) -> str:
 
 
 def hours_unit(unit: str | None) -> str:
-    """Short column label for the cost unit: CPU sweeps must not pass for GPU ones."""
-    if unit and "cpu" in unit.lower():
-        return "device-h (CPU)"
-    return "GPU-h"
+    """Short label for the cost unit: CPU sweeps must not pass for GPU ones. A plain
+    "device-hours" is the CPU hardware profile's unit (spec/model_cards.py), one core per device."""
+    text = (unit or "gpu-hours").lower()
+    if "gpu" in text:
+        return "GPU-h"
+    if "cpu" in text or "core" in text or text == "device-hours":
+        return "core-h"
+    return "device-h"
+
+
+def timestamp(value: object) -> str:
+    """A time to the second, in UTC: '2026-12-01 20:15:06 UTC'. Naive times are the registry's,
+    which stores UTC; text that is not an ISO time is shown as given."""
+    when = value
+    if isinstance(value, str):
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    if not isinstance(when, datetime):
+        return MISSING if value is None else str(value)
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc)
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def short(text: str, limit: int = 48) -> str:

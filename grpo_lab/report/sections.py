@@ -31,6 +31,7 @@ from grpo_lab.report.render import (
     share,
     short,
     signed,
+    timestamp,
 )
 from grpo_lab.report.verdicts import TONES, VerdictPolicy
 
@@ -255,7 +256,7 @@ def _summary(data: ReportData, unit: str) -> list[str]:
     counts = ", ".join(f"{n} {s}" for s, n in sorted(status.items()))
     return [
         (f"Sweep {_meta(data, 'sweep', 'name')} · matrix {_meta(data, 'matrix', 'matrix_path')} "
-         f"· metric {data.metric} · created {_meta(data, 'created', 'created_at')}"),
+         f"· metric {data.metric} · created {timestamp(_meta(data, 'created', 'created_at'))}"),
         (f"{runs.height} runs ({counts or 'none'}) · {runs.select(KEYS).n_unique()} trick sets "
          f"on {_models(runs)} × {plural(runs['task'].n_unique(), 'task')} · total cost "
          f"{num(data.costs.get('total'))} {unit}"),
@@ -283,6 +284,10 @@ def _verdicts(p: Parts, unit: str) -> list[Block]:
 
 def _or(blocks: list[Block], empty: str) -> list[Block]:
     return blocks or [Paragraph(empty)]
+
+
+def _glance(p: Parts) -> list[Block]:
+    return _or(list(p.figures.get("glance", [])), "No effects yet: no trick set has runs to compare with its baseline.")
 
 
 def _curves(p: Parts) -> list[Block]:
@@ -360,6 +365,7 @@ def build_document(p: Parts) -> Document:
     unit = hours_unit(p.data.hours_unit)
     title = f"GRPO trick report — {_meta(p.data, 'sweep', 'name')}"
     sections = [
+        Section("glance", "At a glance", _glance(p)),
         Section("verdicts", "Verdicts per trick set", _verdicts(p, unit)),
         Section("curves", "Reward and pass@1 curves", _curves(p)),
         Section("length", "Output length", _length(p)),
@@ -371,7 +377,7 @@ def build_document(p: Parts) -> Document:
     ]
     decided = _decision_blocks(p.data.decisions, unit) + _variance_blocks(p.data.variance, unit)
     if decided:
-        sections.insert(5, Section("decisions", "Decisions and variance budget", decided))
+        sections.insert(6, Section("decisions", "Decisions and variance budget", decided))
     if p.data.runs["model"].n_unique() <= 1:
         # One model: the summary names it; a constant column would only push tables wider.
         for section in sections:

@@ -56,7 +56,7 @@ def _runs_and_steps() -> tuple[pl.DataFrame, pl.DataFrame]:
                     "alarm_kinds": "reward_cliff+repetition" if collapsed else "",
                     "collapsed": collapsed, "gpu_hours": 0.1 * cost,
                     "cost_per_effective_sample": 2e-6 * cost, "effective_samples": 50_000.0,
-                    "sampling_share": 0.6,
+                    "sampling_share": 0.6, "base_pass@1": 0.3 + 0.01 * seed,
                 })
                 steps.append(pl.DataFrame({
                     "run_id": [run_id] * STEPS, "step": list(range(STEPS)),

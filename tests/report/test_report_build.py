@@ -16,7 +16,7 @@ from PIL import Image as PILImage
 import grpo_lab.report as report_module
 from grpo_lab.report import ReportData, write_report
 
-SECTION_IDS = ["verdicts", "curves", "length", "stability", "interactions", "costs",
+SECTION_IDS = ["glance", "verdicts", "curves", "length", "stability", "interactions", "costs",
                "environment", "reproduce"]
 
 
@@ -42,7 +42,7 @@ def test_html_has_every_section_and_no_external_reference(written: tuple[Path, P
 def test_html_images_are_inline_pngs(written: tuple[Path, Path]) -> None:
     page = written[0].read_text(encoding="utf-8")
     sources = re.findall(r'<img src="([^"]+)"', page)
-    assert len(sources) == 6  # 2 curve + 2 length figures, the timeline, the heatmap
+    assert len(sources) == 7  # the forest, 2 curve + 2 length figures, the timeline, the heatmap
     for src in sources:
         assert src.startswith("data:image/png;base64,")
         width, height = _decode(base64.b64decode(src.split(",", 1)[1]))
@@ -55,7 +55,7 @@ def test_markdown_references_png_files_beside_it(written: tuple[Path, Path]) -> 
     for section in SECTION_IDS:
         assert f'<a id="{section}"></a>' in text
     paths = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
-    assert len(paths) == 6
+    assert len(paths) == 7
     for rel in paths:
         assert not Path(rel).is_absolute()
         _decode((md_path.parent / rel).read_bytes())
