@@ -20,7 +20,7 @@ from grpo_lab.spec.matrix import TIERS, Cell, expand, parse_matrix
 from grpo_lab.spec.model_cards import Hardware, ModelCard, load_card, load_hardware
 from grpo_lab.spec.tricks import load_catalog
 from grpo_lab.util.dicts import deep_merge
-from grpo_lab.util.paths import EXPERIMENTS
+from grpo_lab.util.paths import find_all
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
 # Mean response length as a fraction of max_new_tokens. Reasoning responses spread over the
@@ -186,7 +186,7 @@ INERT_AT_G8 = "advantage_clip_3"  # z-scores of 8 samples never exceed sqrt(7) =
 def _scale_base(model: str, task: str, hardware: Hardware) -> dict:
     """The run settings a preset starts from: the shipped config for this model and task
     (experiments/configs/, e.g. the tiny model's), else the study's scale for a large model."""
-    for path in sorted((EXPERIMENTS / "configs").glob("*.yaml")):
+    for path in [p for folder in find_all("experiments", "configs") for p in sorted(folder.glob("*.yaml"))]:
         data, _ = load_yaml(path)
         if isinstance(data, dict) and data.get("model") == model and data.get("task") == task:
             return {k: v for k, v in data.items() if k not in ("model", "task", "seed", "tricks")}

@@ -1,4 +1,5 @@
-"""Readers for the definitions in experiments/: model cards and hardware profiles.
+"""Readers for the definitions in experiments/: model cards and hardware profiles, found on the
+search path of util/paths.py (the project's ./experiments, $GRPO_LAB_HOME, the shipped copy).
 
 Planning must stay fast and import nothing heavy (torch and transformers take seconds to
 import), so model cards and hardware profiles are read here; grpo_lab.models loads the weights.
@@ -12,12 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from grpo_lab.util.paths import EXPERIMENTS
+from grpo_lab.util.paths import find, names
 from grpo_lab.util.validate import validate
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
-MODELS = EXPERIMENTS / "models"
-HARDWARE = EXPERIMENTS / "hardware"
 
 
 class TinySpec(BaseModel):
@@ -78,31 +77,32 @@ class Hardware(BaseModel):
         return "GPU-hours" if self.kind == "gpu" else "device-hours"
 
 
-def known(folder: Path) -> list[str]:
-    return sorted(p.stem for p in folder.glob("*.yaml"))
+def known(kind: str) -> list[str]:
+    """Card or profile names of `kind` ('models' or 'hardware') over the whole search path."""
+    return names("experiments", kind)
 
 
 @lru_cache(maxsize=64)
 def load_card(name: str) -> ModelCard:
     """The card `name` (or a card file); a name without a card that looks like a Hugging Face id
     or a local folder is taken as one (parameter count unknown)."""
-    path = Path(name) if name.endswith((".yaml", ".yml")) else MODELS / f"{name}.yaml"
+    path = Path(name) if name.endswith((".yaml", ".yml")) else find("experiments", f"models/{name}.yaml")
     if path.exists():
         data, lines = load_yaml(path)
         return validate(ModelCard, data, str(path), lines)
     if "/" in name or Path(name).exists():
         return ModelCard(name=name, kind="hf", path=name)
-    raise ConfigError(f"unknown model '{name}'{suggest(name, known(MODELS))}; give a card name "
-                      f"({', '.join(known(MODELS))}), a Hugging Face id (org/name) or a local folder")
+    raise ConfigError(f"unknown model '{name}'{suggest(name, known('models'))}; give a card name "
+                      f"({', '.join(known('models'))}), a Hugging Face id (org/name) or a local folder")
 
 
 @lru_cache(maxsize=32)
 def load_hardware(name: str) -> Hardware:
     """The profile experiments/hardware/<name>.yaml (or a profile file)."""
-    path = Path(name) if name.endswith((".yaml", ".yml")) else HARDWARE / f"{name}.yaml"
+    path = Path(name) if name.endswith((".yaml", ".yml")) else find("experiments", f"hardware/{name}.yaml")
     if not path.exists():
-        raise ConfigError(f"unknown hardware '{name}'{suggest(name, known(HARDWARE))}; "
-                          f"profiles: {', '.join(known(HARDWARE))} (experiments/hardware/)")
+        raise ConfigError(f"unknown hardware '{name}'{suggest(name, known('hardware'))}; "
+                          f"profiles: {', '.join(known('hardware'))} (experiments/hardware/)")
     data, lines = load_yaml(path)
     return validate(Hardware, data, str(path), lines)
 
@@ -129,7 +129,7 @@ def check_available(card: ModelCard, timeout: float = 5.0) -> None:
         hub.HfApi().model_info(card.path, timeout=timeout)
     except RepositoryNotFoundError:
         raise ConfigError(f"model '{card.path}' is not on the Hugging Face Hub (or is private: `huggingface-cli "
-                          f"login`); cards: {', '.join(known(MODELS))}{suggest(card.path, known(MODELS))}") from None
+                          f"login`); cards: {', '.join(known('models'))}{suggest(card.path, known('models'))}") from None
     except Exception as exc:  # no network, DNS, proxy, timeout: all end the same way for the user
         raise ConfigError(f"model '{card.path}' is not cached and the Hugging Face Hub is unreachable "
                           f"({type(exc).__name__}: {exc}); pass a local folder, or run where the Hub can be "

@@ -13,7 +13,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict
 
 from grpo_lab.util.dicts import deep_merge
-from grpo_lab.util.paths import EXPERIMENTS
+from grpo_lab.util.paths import find_all, search_path
 from grpo_lab.util.validate import validate
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
@@ -36,12 +36,17 @@ class Trick(BaseModel):
 
 @lru_cache(maxsize=8)
 def load_catalog(path: str | None = None) -> dict[str, Trick]:
-    path = Path(path) if path else EXPERIMENTS / "tricks.yaml"
-    data, lines = load_yaml(path)
+    """The catalog of `path`, or of every experiments/tricks.yaml on the search path merged, a
+    trick of a higher-priority file (the project's own) replacing the shipped one of its name."""
+    files = [Path(path)] if path else list(reversed(find_all("experiments", "tricks.yaml")))
+    if not files:
+        raise ConfigError(f"no experiments/tricks.yaml on the search path ({', '.join(map(str, search_path('experiments')))})")
     catalog: dict[str, Trick] = {}
-    for name, entry in (data or {}).get("tricks", {}).items():
-        entry = {"name": name, **(entry or {})} if isinstance(entry, dict) or entry is None else entry
-        catalog[name] = validate(Trick, entry, str(path), lines, at=("tricks", name))
+    for file in files:
+        data, lines = load_yaml(file)
+        for name, entry in (data or {}).get("tricks", {}).items():
+            entry = {"name": name, **(entry or {})} if isinstance(entry, dict) or entry is None else entry
+            catalog[name] = validate(Trick, entry, str(file), lines, at=("tricks", name))
     return catalog
 
 

@@ -13,7 +13,7 @@ from grpo_lab.execution.runners.base import KINDS, Runner, RunnerProfile
 from grpo_lab.execution.runners.local import LocalRunner
 from grpo_lab.execution.runners.ray_runner import RayRunner
 from grpo_lab.execution.runners.slurm import SlurmRunner
-from grpo_lab.util.paths import PROFILES
+from grpo_lab.util.paths import find
 from grpo_lab.util.validate import validate
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
@@ -23,7 +23,7 @@ def load_profile(name_or_path: str | None) -> RunnerProfile:
     name = name_or_path or "local"
     path = Path(name)
     if not path.suffix:
-        path = PROFILES / f"{name}.yaml"
+        path = find("runners", f"{name}.yaml")
         if not path.exists():
             if name in KINDS:
                 return RunnerProfile(kind=name)
