@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import math
 import os
 import re
@@ -228,6 +229,8 @@ class Tracker:
     def __init__(self, uri: str, experiment: str = "grpo-lab") -> None:
         from mlflow import MlflowClient
 
+        # MLflow sets its loggers up on import; its INFO lines on creating a store are noise here
+        logging.getLogger("mlflow").setLevel(logging.WARNING)
         self.uri = uri
         with store_lock(uri):  # the first use of a store creates (migrates) it: one process at a time
             _create_store(uri)

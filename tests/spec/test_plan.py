@@ -1,6 +1,7 @@
 """`grpo-lab plan` and `grpo-lab preset` on the shipped matrices."""
 
 import json
+import tempfile
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -12,18 +13,19 @@ runner = CliRunner()
 
 
 def plan_json(path) -> dict:
-    res = runner.invoke(app, ["plan", str(path), "--json"])
+    """The plan from FLOPs alone: an empty workspace, so no registry's runs calibrate it."""
+    res = runner.invoke(app, ["plan", str(path), "--json", "--workspace", tempfile.mkdtemp()])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)
 
 
 def test_quickstart_plan():
     p = plan_json(ROOT / "matrices" / "quickstart.yaml")
-    assert p["totals"]["cells"] == len(p["cells"]) == 8 and p["unit"] == "device-hours"
+    assert p["totals"]["cells"] == len(p["cells"]) == 10 and p["unit"] == "device-hours"
     assert p["fits"] is True and p["warnings"] == []
     assert p["totals"]["gpu_hours"] < 0.1  # minutes on the CPU box
     assert {"+".join(c["tricks"]) or "baseline" for c in p["cells"]} == {
-        "baseline", "quantile_norm", "ema_reference", "quantile_norm+ema_reference"}
+        "baseline", "quantile_norm", "ema_reference", "group_size_2", "quantile_norm+ema_reference"}
     assert {c["seed"] for c in p["cells"]} == {0, 1}
 
 
@@ -40,8 +42,9 @@ def test_ten_tricks_plan():
 
 
 def test_plan_table_and_errors(tmp_path):
-    res = runner.invoke(app, ["plan", str(ROOT / "matrices" / "quickstart.yaml"), "--hardware", "h100"])
-    assert res.exit_code == 0 and "8 cells" in res.output and "GPU-hours" in res.output
+    res = runner.invoke(app, ["plan", str(ROOT / "matrices" / "quickstart.yaml"), "--hardware", "h100",
+                              "--workspace", str(tmp_path)])
+    assert res.exit_code == 0 and "10 cells" in res.output and "GPU-hours" in res.output
     bad = tmp_path / "bad.yaml"
     bad.write_text("models: [tiny]\ntasks: [math]\ntricks: [{singles: [ema_refrence]}]\n")
     res = runner.invoke(app, ["plan", str(bad)])
