@@ -33,7 +33,7 @@ def make_cfg():
 
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-SECTION_IDS = ["verdicts", "curves", "length", "stability", "interactions", "costs",
+SECTION_IDS = ["glance", "verdicts", "curves", "length", "stability", "interactions", "costs",
                "environment", "reproduce"]
 SCREENSHOT_COPY = Path("/tmp/report_screenshot.png")
 

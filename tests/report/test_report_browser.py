@@ -22,7 +22,7 @@ def test_report_renders_in_chromium(driver, written: tuple[Path, Path],  # type:
         heading = driver.find_element(By.CSS_SELECTOR, f"section#{section} > h2")
         assert heading.is_displayed() and heading.text.strip(), section
     images = driver.find_elements(By.TAG_NAME, "img")
-    assert len(images) == 6
+    assert len(images) == 7  # the forest, 2 curve + 2 length figures, the timeline, the heatmap
     for image in images:
         assert driver.execute_script(
             "return arguments[0].complete && arguments[0].naturalWidth", image) > 0
