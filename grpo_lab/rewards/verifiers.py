@@ -3,14 +3,19 @@
 The built-in extractor (``extract.py``) compares one normalised number, which is what the compact
 register and GSM8K need. Natural-register answers come as LaTeX, ``\\boxed{}``, fractions, roots,
 sets, intervals and expressions; math-verify parses both sides to sympy and compares them. The
-answer inside ``<answer>`` tags is parsed first (the task's own format), then the whole text.
+answer inside ``<answer>`` tags is parsed first (the task's own format), then the whole text. math-verify
+bounds parsing and comparison with SIGALRM, which only the main thread may set: elsewhere it runs
+unbounded rather than failing every answer.
 """
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 
 from grpo_lab.rewards.extract import extract_tagged
+
+TIMEOUT_S = 5  # math-verify's own default per parse and per comparison
 
 
 def available() -> bool:
@@ -26,11 +31,15 @@ def require() -> None:
         raise ValueError("reward.verifier math-verify needs the math-verify package: pip install 'grpo-lab[verifiers]'")
 
 
+def _timeout() -> int | None:
+    return TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+
+
 @lru_cache(maxsize=4096)
 def _gold(target: str):
     from math_verify import parse
 
-    return parse(f"${target}$") or parse(target)
+    return parse(f"${target}$", parsing_timeout=_timeout()) or parse(target, parsing_timeout=_timeout())
 
 
 def math_equal(target: str, completion: str) -> tuple[bool, str | None]:
@@ -39,11 +48,11 @@ def math_equal(target: str, completion: str) -> tuple[bool, str | None]:
 
     tagged = extract_tagged(completion)
     try:
-        answer = parse(f"${tagged}$") if tagged is not None else []
+        answer = parse(f"${tagged}$", parsing_timeout=_timeout()) if tagged is not None else []
         if not answer:
-            answer = parse(completion)
+            answer = parse(completion, parsing_timeout=_timeout())
         if not answer:
             return False, None
-        return bool(verify(_gold(str(target)), answer)), str(answer[-1])
+        return bool(verify(_gold(str(target)), answer, timeout_seconds=_timeout())), str(answer[-1])
     except Exception:  # a parser failure on model text is a wrong answer, not a crashed run
         return False, None

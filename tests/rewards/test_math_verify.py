@@ -69,3 +69,11 @@ def test_data_answers_in_latex_load_with_math_verify(tmp_path):
     task = make_task("math", "natural", data=data, verifier="math-verify")
     [problem] = task.problems("train", 1, seed=0)
     assert task.score([problem], ["<answer>\\sqrt{8}</answer>"])[0].reward == 1.0
+
+
+def test_math_verify_outside_the_main_thread_still_verifies():
+    from concurrent.futures import ThreadPoolExecutor
+
+    task = make_task("math", "natural", verifier="math-verify")
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(_score, task, EQUAL[:5]).result() == [1.0] * 5
