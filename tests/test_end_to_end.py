@@ -2,6 +2,8 @@
 browser. Real registry, real MLflow (SQLite), real worker processes, real Chromium."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -107,3 +109,31 @@ def test_report_refuses_runs_that_started_from_different_weights(swept, report_h
         assert f"{'0' * 16} (1 runs)" in said and f"{data['base_weights']} (7 runs)" in said
     finally:
         summary.write_text(before)
+
+
+def test_report_reads_at_a_glance(report_html):
+    """A CPU sweep with one combination: the forest plot first, no one-row heatmap, core-hours,
+    times to the second, Reproduce commands without the machine's paths."""
+    md = (report_html.parent / "report.md").read_text()
+    assert md.index("report_files/forest.png") < md.index("report_files/curves-")
+    assert "interaction-heatmap" not in md
+    assert "core-h" in md and "GPU-h" not in md
+    assert not re.search(r"\d\d:\d\d:\d\d\.\d", md)
+    reproduce = md[md.index('<a id="reproduce"></a>'):]
+    assert "grpo-lab sweep e2e.yaml\n" in reproduce and not re.search(r"(^|\s)/", reproduce)
+
+
+def test_eval_curves_start_at_each_runs_base_eval(swept):
+    import polars as pl
+
+    from grpo_lab.execution import registry as reg
+    from grpo_lab.report.inputs import sweep_data
+
+    _, ws = swept
+    with reg.connect(reg.default_url(ws))() as session:
+        sweep = reg.get_sweep(session, "e2e")
+        data = sweep_data(sweep)
+        base = {c.run_id: json.loads((Path(c.run.out_dir) / "summary.json").read_text())["base"]["eval/pass@1"]
+                for c in sweep.cells}
+    first = data.eval_steps().filter(pl.col("step") == 0)
+    assert dict(first.select("run_id", "eval/pass@1").iter_rows()) == base
