@@ -264,7 +264,8 @@ def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
             for out in runner.poll(timeout=1.0):
                 attempt = running.pop(out.job.run_id)
                 cell = by_run[out.job.run_id]
-                tries[cell.run_id] -= out.status == "preempted"
+                if out.status == "preempted":
+                    tries[cell.run_id] -= 1  # the scheduler took it away: not a try against --retries
                 if settle(session, attempt, out, tries[cell.run_id] <= opts.retries):
                     todo.append(cell)  # resumes from its checkpoint as the next attempt
                 notify("end", cell, out)

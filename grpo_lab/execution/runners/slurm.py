@@ -48,6 +48,7 @@ class SlurmRunner:
         self.slots = slots or (64 if cluster == "slurm" else 2)
         self.jobs: dict = {}  # submitit job -> (Job, start time)
         self.queue: list[Job] = []
+        self.adoptable: set[str] | None = None  # the queue when the first adoption asked (one squeue call)
 
     def _params(self, devices: int) -> dict:
         o = self.opts
@@ -90,7 +91,11 @@ class SlurmRunner:
         return next((h.job_id for h, (job, _) in self.jobs.items() if job.run_id == run_id), None)
 
     def adopt(self, job: Job, job_id: str) -> bool:
-        if self.cluster != "slurm" or job_id not in (live_jobs() or ()):
+        if self.cluster != "slurm":
+            return False
+        if self.adoptable is None:
+            self.adoptable = live_jobs() or set()
+        if job_id not in self.adoptable:
             return False
         self._track([job], [self.submitit.SlurmJob(folder=str(self.folder), job_id=job_id)])
         return True
