@@ -1,6 +1,7 @@
 """`sweep --decide` on the local runner: waves add seeds to open comparisons, are recorded, and a
 driver killed mid-wave resumes where it was."""
 
+import dataclasses
 import json
 
 import pytest
@@ -8,7 +9,7 @@ import pytest
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.local import LocalRunner
 from grpo_lab.execution.sweep import SweepOptions, open_sweep, plan_for, recover
-from grpo_lab.execution.waves import DecideOptions, run_decide, waves
+from grpo_lab.execution.waves import DecideOptions, report_rows, run_decide, waves
 from tests.execution.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow
@@ -51,6 +52,7 @@ def test_decide_adds_waves_records_them_and_resumes_after_a_kill(tmp_path):
     assert [w.wave for w in rec] == list(range(len(rec))) and len(rec) >= 2
     assert len(json.loads(rec[0].added_json)) == 2 and rec[1].runs == 6
     assert rec[1].hours > rec[0].hours > 0
+    assert report_rows(session, sweep)["options"] == dataclasses.asdict(dopts)  # the report's Reproduce flags
     session.close()
     again, sweep, session = decide_once(matrix, tmp_path / "ws", dopts)  # nothing new to run or analyse
     assert again == reason and len(sweep.cells) == 8 and len(waves(session, sweep)) == len(rec)
