@@ -3,7 +3,8 @@
     def exact_match(prompts: list[str], completions: list[str], **columns) -> list[float | None]
 
 ``columns`` are per-completion lists, as TRL passes dataset columns: ``answer`` (the problem's
-target), ``solution``, ``task``, ``uid``, ``difficulty``. ``None`` means "not applicable to this
+target), ``solution``, ``task``, ``uid``, ``difficulty``, and for problems from a ``data:`` file
+every field of the row under its own name (None on rows without it). ``None`` means "not applicable to this
 completion" (a math reward on a code problem): that completion gets 0 from this function and
 is left out of its logged mean. A function is checked when the config loads (it imports, and
 its signature takes two positional arguments and the columns), and each call is checked (one
@@ -47,7 +48,8 @@ def load_function(path: str) -> Callable[..., Any]:
 
 
 def check_signature(path: str, fn: Callable[..., Any]) -> None:
-    """TRL's contract: f(prompts, completions, **columns); named columns must be ones we pass."""
+    """TRL's contract: f(prompts, completions, **columns). Columns a function names are checked
+    at its first call, since a data file's fields are known only once it is read."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -56,13 +58,9 @@ def check_signature(path: str, fn: Callable[..., Any]) -> None:
     positional = [p for p in params if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
     star = any(p.kind is kinds.VAR_POSITIONAL for p in params)
     var_kw = any(p.kind is kinds.VAR_KEYWORD for p in params)
-    keywords = [p.name for p in params[2:] if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY)
-                and p.default is p.empty]
     problem = None
     if len(positional) < 2 and not star:
         problem = "takes fewer than two positional arguments"
-    elif any(k not in COLUMNS for k in keywords):
-        problem = f"requires {', '.join(k for k in keywords if k not in COLUMNS)}, which is not a column"
     elif not var_kw:
         problem = "takes no **columns (TRL passes every column as a keyword)"
     if problem:
@@ -71,10 +69,25 @@ def check_signature(path: str, fn: Callable[..., Any]) -> None:
                          f"{inspect.signature(fn)}")
 
 
+def required_columns(fn: Callable[..., Any]) -> list[str]:
+    """Keyword parameters after (prompts, completions) without a default: columns it must get."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())[2:]
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in params if p.kind in kinds and p.default is p.empty]
+
+
 def call(rf: RewardFunction, prompts: list[str], completions: list[str], columns: dict[str, list]) -> list[float]:
     """The function's values for a batch: floats, NaN where it returned None (not applicable).
 
-    Raises RewardFunctionError on a wrong length or a value that is not a number or None."""
+    Raises RewardFunctionError on a missing column, a wrong length or a value that is not a
+    number or None."""
+    missing = [c for c in required_columns(rf.fn) if c not in columns]
+    if missing:
+        raise RewardFunctionError(f"{rf.key} ({rf.path}) needs column {missing[0]!r}; columns here: "
+                                  f"{', '.join(columns)}")
     try:
         values = rf.fn(prompts, completions, **columns)
     except Exception as e:

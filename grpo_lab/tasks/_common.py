@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ class Draft:
     target: Any
     solution: str
     difficulty: int
+    columns: dict = field(default_factory=dict, compare=False)  # a data row's own fields
 
 
 @lru_cache(maxsize=1 << 16)
@@ -150,6 +151,7 @@ class BaseTask:
             target=d.target,
             solution=d.solution,
             difficulty=d.difficulty,
+            columns=d.columns,
         )
 
     def _split_draft(
@@ -208,7 +210,7 @@ def _records(task: BaseTask, path: str) -> list[dict]:
     from grpo_lab.tasks.data import read_rows
 
     rows = read_rows(task.data, path, task.needs)
-    fields = {**task.record_fields, "split": "split", "_where": "_where"}
+    fields = {**task.record_fields, "split": "split", "_where": "_where", "_row": "_row"}
     return [{fields[k]: v for k, v in row.items() if k in fields} for row in rows]
 
 
@@ -217,7 +219,7 @@ def _draft_of(task: BaseTask, record: dict) -> Draft:
     if "_where" not in record:
         return task._record_draft(record)
     try:
-        return task._record_draft(record)
+        return replace(task._record_draft(record), columns=record["_row"])
     except (ValueError, KeyError, TypeError) as e:
         from grpo_lab.tasks.data import DataError, field_of
 

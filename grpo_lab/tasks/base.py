@@ -21,6 +21,9 @@ class Problem:
     target: Any  # answer string (math, logic) or list of test strings (code)
     solution: str  # a correct completion in the task's register (supervised warm-start)
     difficulty: int = 0  # 0 .. task.levels - 1
+    # A data row's fields (its own names), passed to reward functions as columns, as TRL passes a
+    # dataset's columns; empty for generated problems.
+    columns: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)

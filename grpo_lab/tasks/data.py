@@ -70,7 +70,7 @@ def read_rows(cfg, path: str, needs: tuple[str, ...]) -> list[dict]:
     rows = read_table(path, cfg.format)
     out = []
     for number, row in enumerate(rows, 1):
-        record: dict[str, Any] = {"_where": f"{path}: row {number}"}
+        record: dict[str, Any] = {"_where": f"{path}: row {number}", "_row": row}
         for key, field in mapping.items():
             value = row.get(field)
             if _missing(value):

@@ -89,6 +89,8 @@ def function_rewards(functions, problems: list, rollout: Rollout, texts: list[st
     columns = {"answer": [p.target for p in rows], "solution": [p.solution for p in rows],
                "task": [p.task for p in rows], "uid": [p.uid for p in rows],
                "difficulty": [p.difficulty for p in rows]}
+    for name in dict.fromkeys(k for p in rows for k in p.columns):  # a data row's own fields
+        columns.setdefault(name, [p.columns.get(name) for p in rows])
     main = torch.zeros(N, G) if any(f.role == "main" for f in functions) else task_raw
     shapes: dict[str, torch.Tensor] = {}
     components: list = [{} for _ in range(N)]

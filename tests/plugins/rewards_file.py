@@ -31,3 +31,8 @@ def no_columns(prompts, completions):
 
 def one_argument(completions, **columns):
     return [0.0] * len(completions)
+
+
+def by_gold(prompts, completions, gold_text, **columns):
+    """Reads a data file's own field: 1.0 when the completion repeats it."""
+    return [float(c.strip() == str(g)) for c, g in zip(completions, gold_text)]

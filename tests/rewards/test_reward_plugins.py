@@ -105,3 +105,18 @@ def test_a_task_reward_outside_the_unit_interval_names_the_task():
 
     with pytest.raises(ValueError, match=r"task 'math' scored nan on 'math/compact/train/.*must be in \[0, 1\]"):
         _scored(resolve({}), ["1", "2", "3", "4"], Broken())
+
+
+def test_a_data_rows_fields_reach_reward_functions_as_columns(tmp_path):
+    from grpo_lab.spec.sources import DataConfig
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"q": "One plus one?", "a": "2", "gold_text": "two", "s": "train"}\n'
+                    '{"q": "Two plus two?", "a": "4", "gold_text": "four", "s": "train"}\n')
+    task = make_task("math", "compact", data=DataConfig(path=str(path), prompt="q", answer="a", split="s"))
+    cfg = resolve({"reward": {"function": f"{FILE}:by_gold"}})
+    assert {p.columns["gold_text"] for p in task.problems("train", 2, seed=0)} == {"two", "four"}
+    _, scored = _scored(cfg, ["two", "four", "two", "four"], task)  # one match in each group
+    assert component_means(scored.components)["reward/by_gold"] == 0.5
+    with pytest.raises(plugins.RewardFunctionError, match=r"reward.function \(.*by_gold\) needs column 'gold_text'"):
+        _scored(cfg, ["1", "2", "3", "4"])  # generated problems have no such column
