@@ -21,7 +21,7 @@ from grpo_lab.trainer.batch import code_token_mask
 class Scored:
     main: torch.Tensor  # [N, G] task reward (plus in-main shaping)
     shape: torch.Tensor  # [N, G] shaping added after normalisation
-    raw: torch.Tensor  # [N, G] the task reward alone
+    raw: torch.Tensor  # [N, G] the main reward before shaping: the task score, or the main reward functions' sum
     format_ok: torch.Tensor  # [N, G] bool
     answers: list  # N lists of G normalised answers (None when none was found)
     texts: list[str]  # B decoded completions
