@@ -56,8 +56,10 @@ class RGTask(BaseTask):
         most = BUILTIN_LEVELS if self._curriculum else 1
         if kw.get("data_path") is not None or kw.get("data") is not None:
             raise ValueError(f"task {self.name} generates its problems; drop data_path/data")
+        if levels is not None and not 1 <= levels <= most:
+            raise ValueError(f"task {self.name}: levels must be in 1..{most}, got {levels}")
         self._datasets: dict[int, object] = {}
-        super().__init__(register, levels=min(levels or most, most),
+        super().__init__(register, levels=levels or most,
                          **{k: v for k, v in kw.items() if k not in ("data_path", "data")})
 
     def _dataset(self, level: int):
