@@ -134,7 +134,11 @@ def task_key(t) -> str:
     """What of a task the warm start depends on; generator version 1 keeps its original spelling."""
     key = f"{t.name}/{t.register}/{t.levels}/{getattr(t, 'difficulty', None)}/{getattr(t, 'data_path', None)}"
     version = getattr(t, "generator_version", 1)  # plugin tasks need not have one
-    return key if version == 1 else f"{key}/g{version}"
+    key = key if version == 1 else f"{key}/g{version}"
+    if not type(t).__module__.startswith("grpo_lab."):  # a plugin: an edited one warm-starts afresh
+        from grpo_lab.tasks.registry import source_hash
+        key += f"/src{source_hash(type(t))}"
+    return key
 
 
 def cache_key(spec: TinySpec, tasks: list) -> str:
