@@ -59,23 +59,12 @@ def report(
     """Write the comparison report of a sweep: index.html (self-contained) and report.md."""
     from rich.markup import escape
 
-    from grpo_lab.execution import registry as reg
-    from grpo_lab.report import write_report
-    from grpo_lab.report.inputs import sweep_data
-    from grpo_lab.util.yamlio import suggest
+    from grpo_lab.api import report_sweep
 
-    Session = open_registry(db, workspace)
-    with Session() as session:
-        sw = reg.get_sweep(session, sweep_name)
-        if sw is None:
-            fail(ConfigError(f"no sweep '{sweep_name}'{suggest(sweep_name, [s.name for s in reg.all_sweeps(session)])}"))
-        try:
-            with console.status(f"analysing {len(sw.cells)} cells of {sw.name}"):
-                data = sweep_data(sw, metric, logit)
-                html, md = write_report(data, out or Path("reports") / sw.name)
-        except ValueError as exc:
-            fail(ConfigError(escape(str(exc))))
+    open_registry(db, workspace)  # a bad or unreachable URL: one line with its reason
+    try:
+        with console.status(f"analysing sweep {sweep_name}"):
+            html, md = report_sweep(sweep_name, out, workspace, db, metric, logit)
+    except ValueError as exc:  # ConfigError included: no such sweep, runs that cannot be pooled
+        fail(ConfigError(escape(str(exc))))
     console.print(f"wrote {html} and {md}")
-    verdicts = data.interactions["verdict"].value_counts().sort("verdict").iter_rows() if data.interactions.height else []
-    for verdict, n in verdicts:
-        console.print(f"  {n} combination(s): {verdict}")

@@ -50,19 +50,6 @@ def fail(exc: Exception) -> None:
     raise typer.Exit(2)
 
 
-def check_runnable(configs) -> None:
-    """What a run needs from this machine, before anything is written: each model cached or on the
-    Hub (one quick request, not a minute of retries), and the code sandbox where a task needs it."""
-    from grpo_lab.rewards.sandbox import check_for
-    from grpo_lab.spec.model_cards import check_available, load_card
-
-    configs = list(configs)
-    for model in dict.fromkeys(c.model for c in configs):
-        check_available(load_card(model))
-    for cfg in configs:
-        check_for(cfg.tasks, cfg.sandbox)
-
-
 def open_registry(db: str | None, workspace: Path):
     """The registry's session factory; a bad or unreachable URL ends the command with its reason."""
     from grpo_lab.execution import registry as reg
@@ -71,14 +58,3 @@ def open_registry(db: str | None, workspace: Path):
         return reg.connect(db or reg.default_url(workspace))
     except ConfigError as exc:
         fail(exc)
-
-
-def hold_lease(ctx: typer.Context, Session, sweep: str) -> None:
-    """Hold the registry's driver lease until the command ends, or end it naming the live driver."""
-    from grpo_lab.execution.lease import Lease
-
-    try:
-        lease = Lease(Session, sweep)
-    except ConfigError as exc:
-        fail(exc)
-    ctx.call_on_close(lease.release)

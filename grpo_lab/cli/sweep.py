@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Optional
 
@@ -9,10 +10,8 @@ import typer
 
 from grpo_lab.cli.common import (
     app,
-    check_runnable,
     console,
     fail,
-    hold_lease,
     open_registry,
 )
 from grpo_lab.util.yamlio import ConfigError
@@ -93,7 +92,6 @@ def preset(
 
 @app.command()
 def sweep(
-    ctx: typer.Context,
     matrix: Path = typer.Argument(..., help="matrix YAML (see matrices/)"),
     runner: Optional[str] = typer.Option(None, help="local, ray, slurm, or a profile YAML (default: the matrix's runner, else local)"),
     max_parallel: Optional[int] = typer.Option(None, help="attempts at once (default: the profile's, else one per GPU or core)"),
@@ -118,90 +116,85 @@ def sweep(
     sequences, analysis/decide.py)."""
     from rich.markup import escape
 
-    from grpo_lab.execution import registry as reg
-    from grpo_lab.execution import tracking
-    from grpo_lab.execution.environment import env_snapshot
-    from grpo_lab.execution.mirror import SweepTracker
-    from grpo_lab.execution.runners import load_profile, make_runner
-    from grpo_lab.execution.sweep import SweepOptions, open_sweep, plan_for, recover
-    from grpo_lab.rewards.sandbox import SandboxError
-    from grpo_lab.spec.matrix import load_matrix
-    from grpo_lab.views import SweepProgress, show_plan
+    from grpo_lab.execution.driver import PreflightFailed, SweepRequest, run_sweep
 
-    opts = SweepOptions(workspace=workspace, db_url=db, retries=retries, allow_over_budget=allow_over_budget, name=name,
-                        on_change="replace" if replace else "extend" if extend else "refuse")
-    try:
-        plan = plan_for(matrix, opts)
-        profile = load_profile(runner or load_matrix(matrix).runner)
-        check_runnable({id(c.shared): c.shared for c in plan.cells}.values())  # before preflight loads models
-    except (ConfigError, SandboxError) as exc:
-        fail(ConfigError(escape(str(exc))))
-    show_plan(console, plan, table=False)
-    Session = open_registry(db, workspace)
-    hold_lease(ctx, Session, plan.name)
-    with Session() as session:
+    request = SweepRequest(matrix=matrix, runner=runner, max_parallel=max_parallel, retries=retries,
+                           allow_over_budget=allow_over_budget, preflight=not skip_preflight, workspace=workspace,
+                           db=db, tracking_uri=tracking_uri, name=name,
+                           on_change="replace" if replace else "extend" if extend else "refuse",
+                           decide=dict(budget=budget, delta=delta, most_seeds=most_seeds,
+                                       method="unpaired" if unpaired else "paired") if decide else None)
+    with contextlib.ExitStack() as live:
+        view = SweepView(live, workspace)
         try:
-            sw = open_sweep(session, plan, matrix, opts, env=env_snapshot())
-        except ConfigError as exc:
+            result = run_sweep(request, view)
+        except PreflightFailed as exc:
             fail(exc)
-        if n := recover(session, sw):
-            console.print(f"closed {n} attempt(s) left running by an earlier driver; their runs resume")
-        if not skip_preflight:
-            run_preflight(plan, sw)
-        mirror = SweepTracker(tracking_uri or tracking.default_tracking_uri(workspace), sw, matrix)
-        session.commit()
-        progress = SweepProgress(console, len(sw.cells), sum(c.run.status in reg.DONE for c in sw.cells))
-        attempts_before, done_before = attempts(sw), progress.done
-        run_on = make_runner(profile, workspace, max_parallel)
-        console.print(f"sweep [bold]{sw.name}[/]: {len(sw.cells)} cells, {progress.done} already done; "
-                      f"runner {run_on.name} x{run_on.slots}; registry {Session.kw['bind'].url}")
-        result = run_cells(session, sw, plan, run_on, opts, progress, mirror,
-                           dict(budget=budget, delta=delta, most_seeds=most_seeds,
-                                method="unpaired" if unpaired else "paired") if decide else None)
-        mirror.finish("failed" if result.counts["failed"] else "finished")
-        show_outcome(sw, result, attempts(sw) - attempts_before, done_before, workspace)
-        if result.counts["failed"]:
-            raise typer.Exit(1)
+        except ConfigError as exc:
+            fail(ConfigError(escape(str(exc))))  # '[a, b]' in a message is not markup
+    if result.counts["failed"]:
+        raise typer.Exit(1)
 
 
-def run_cells(session, sw, plan, run_on, opts, progress, mirror, decide: dict | None):
-    """The sweep's runs on `run_on` with a live progress view, each finished run mirrored to MLflow;
-    with `decide` (DecideOptions fields), the decide waves first. Returns execute_sweep's result."""
-    from grpo_lab.execution.sweep import execute_sweep
+class SweepView:
+    """Renders run_sweep's events (execution/driver.py): the plan, preflight, a live progress view
+    while cells run, and the outcome."""
 
-    def on_event(kind, cell, out):
-        progress.total = len(sw.cells)  # --decide adds cells between waves
-        progress(kind, cell, out)
-        if kind == "end":
-            mirror.log(cell)
+    def __init__(self, live: contextlib.ExitStack, workspace: Path) -> None:
+        self.live, self.workspace, self.progress, self.sweep = live, workspace, None, None
 
-    try:
-        with progress:
-            if decide is not None:  # imported only here: the decide stack pulls in scipy (~0.9 s)
-                from grpo_lab.execution.waves import DecideOptions, run_decide
+    def __call__(self, kind: str, **data) -> None:
+        getattr(self, f"on_{kind}")(**data)
 
-                why = run_decide(session, sw, plan, run_on, opts, DecideOptions(**decide), on_event=on_event,
-                                 say=console.print)
-                console.print(f"--decide stopped: {why}")
-            return execute_sweep(session, sw, run_on, opts, on_event=on_event)
-    finally:
-        run_on.close()
+    def on_plan(self, plan) -> None:
+        from grpo_lab.views import show_plan
 
+        show_plan(console, plan, table=False)
 
-def show_outcome(sw, result, executed: int, skipped: int, workspace: Path) -> None:
-    """The sweep's run table, what it decided and what not, the attempt counts and what was not retried."""
-    from rich.markup import escape
+    def on_recovered(self, count: int) -> None:
+        console.print(f"closed {count} attempt(s) left running by an earlier driver; their runs resume")
 
-    from grpo_lab.views import runs_table
+    def on_preflight(self, target: str, checks: list, red: list) -> None:
+        for c in red:
+            console.print(f"[bold red]red:[/] preflight {target}: {c.name} = {c.value} ({c.note})", highlight=False)
+        if not red:
+            console.print(f"[green]ok[/] preflight {target}: {len(checks)} checks, no red flag", highlight=False)
 
-    console.print(runs_table(sw))
-    for line in verdict_lines(sw):
-        console.print(line, markup=False, highlight=False)
-    # counted from the registry: with --decide the attempts ran in the waves' own passes
-    console.print(f"executed {executed} attempt(s), skipped {skipped} finished run(s): {result.counts}; "
-                  f"MLflow: grpo-lab ui --workspace {workspace}")
-    for rid, why in result.blocked.items():
-        console.print(f"[bold red]not retried:[/] {rid}: {escape(why)}", highlight=False)
+    def on_started(self, sweep, runner, done: int, registry: str) -> None:
+        from grpo_lab.views import SweepProgress
+
+        self.sweep = sweep
+        console.print(f"sweep [bold]{sweep.name}[/]: {len(sweep.cells)} cells, {done} already done; "
+                      f"runner {runner.name} x{runner.slots}; registry {registry}")
+        self.progress = self.live.enter_context(SweepProgress(console, len(sweep.cells), done))
+
+    def on_start(self, cell, outcome) -> None:
+        self.progress.total = len(self.sweep.cells)  # --decide adds cells between waves
+        self.progress("start", cell, outcome)
+
+    def on_end(self, cell, outcome) -> None:
+        self.progress.total = len(self.sweep.cells)
+        self.progress("end", cell, outcome)
+
+    def on_say(self, line: str) -> None:
+        console.print(line)
+
+    def on_finished(self, result, attempts: int, skipped: int, decide_stop: str | None) -> None:
+        from rich.markup import escape
+
+        from grpo_lab.views import runs_table
+
+        self.live.close()  # the live view ends before the outcome prints
+        if decide_stop:
+            console.print(f"--decide stopped: {decide_stop}")
+        console.print(runs_table(self.sweep))
+        for line in verdict_lines(self.sweep):
+            console.print(line, markup=False, highlight=False)
+        # counted from the registry: with --decide the attempts ran in the waves' own passes
+        console.print(f"executed {attempts} attempt(s), skipped {skipped} finished run(s): {result.counts}; "
+                      f"MLflow: grpo-lab ui --workspace {self.workspace}")
+        for rid, why in result.blocked.items():
+            console.print(f"[bold red]not retried:[/] {rid}: {escape(why)}", highlight=False)
 
 
 def verdict_lines(sw) -> list[str]:
@@ -219,27 +212,6 @@ def verdict_lines(sw) -> list[str]:
     if verdicts.is_empty():
         return [f"no verdicts: no trick set has finished runs beside a baseline; `grpo-lab report {sw.name}`"]
     return decision_summary(verdicts, sw.name)
-
-
-def attempts(sw) -> int:
-    return sum(len(c.run.attempts) for c in sw.cells)
-
-
-def run_preflight(plan, sw) -> None:
-    """Preflight once per (model, task) with runs to do; a red flag stops the sweep before training."""
-    from grpo_lab.execution.sweep import preflight_pairs
-    from grpo_lab.preflight import preflight
-
-    for cfg in preflight_pairs(plan, sw):
-        with console.status(f"preflight {cfg.model} / {'+'.join(cfg.tasks)}"):
-            result = preflight(cfg, samples=256, diversity_prompts=20)
-        bad = [c for c in result.checks if c.verdict == "red"]
-        label = f"preflight {result.target}: "
-        if bad:
-            for c in bad:
-                console.print(f"[bold red]red:[/] {label}{c.name} = {c.value} ({c.note})", highlight=False)
-            fail(ConfigError(f"{label}red flags above; fix the config or pass --skip-preflight"))
-        console.print(f"[green]ok[/] {label}{len(result.checks)} checks, no red flag", highlight=False)
 
 
 @app.command()

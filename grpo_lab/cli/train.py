@@ -16,7 +16,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from grpo_lab.cli.common import app, check_runnable, console, fail
+from grpo_lab.cli.common import app, console, fail
 from grpo_lab.util.yamlio import ConfigError
 
 
@@ -27,6 +27,7 @@ def run(
     out: Optional[Path] = typer.Option(None, help="output folder (default runs/<run id>); resumes if it holds a checkpoint"),
 ) -> None:
     """Train one GRPO run; writes metrics.jsonl and summary.json."""
+    from grpo_lab.execution.driver import check_runnable
     from grpo_lab.rewards.sandbox import SandboxError
     from grpo_lab.spec.config import load_config
     from grpo_lab.spec.tricks import trick_notes

@@ -1,0 +1,58 @@
+"""The Python API: what `grpo-lab plan`, `sweep` and `report` do, as calls (re-exported by grpo_lab).
+
+    import grpo_lab
+
+    p = grpo_lab.plan("matrices/quickstart.yaml")                  # cells, estimates, budget check
+    print(len(p.cells), p.total, p.fits)
+    result = grpo_lab.sweep("matrices/quickstart.yaml", workspace="ws")   # every pending cell
+    print(result.counts)                                           # {'finished': 10, 'failed': 0, ...}
+    html, md = grpo_lab.report_sweep("quickstart", workspace="ws")  # reports/quickstart/index.html
+
+Each imports what it needs when called, so `import grpo_lab` stays instant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+WORKSPACE = Path(".grpo-lab")
+
+
+def plan(matrix: str | Path, hardware: str | None = None, workspace: str | Path = WORKSPACE, db: str | None = None):
+    """The matrix's Plan (grpo_lab/spec/plan.py): every cell priced on `hardware` (default: the
+    matrix's budget profile), calibrated by the finished runs in the workspace's registry."""
+    from grpo_lab.execution.calibration import from_registry
+    from grpo_lab.spec.matrix import load_matrix
+    from grpo_lab.spec.plan import make_plan, plan_hardware
+
+    spec = load_matrix(matrix)
+    measured = from_registry(db, Path(workspace), plan_hardware(spec, hardware))
+    return make_plan(spec, hardware, name=Path(matrix).stem, calibrations=measured)
+
+
+def sweep(matrix: str | Path, on_event=None, **options: Any):
+    """Run the matrix's pending cells; `options` are SweepRequest's fields (runner, max_parallel,
+    retries, workspace, db, tracking_uri, name, decide={...}, preflight, ...), `on_event(kind,
+    **data)` receives the driver's events (execution/driver.py). Returns the SweepResult."""
+    from grpo_lab.execution.driver import SweepRequest, run_sweep
+
+    request = SweepRequest(matrix=Path(matrix), **options)
+    return run_sweep(request, on_event) if on_event else run_sweep(request)
+
+
+def report_sweep(sweep_name: str, out: str | Path | None = None, workspace: str | Path = WORKSPACE,
+                 db: str | None = None, metric: str = "pass@1", logit: bool = False) -> tuple[Path, Path]:
+    """Write the comparison report of a registered sweep (default reports/<sweep>/); returns
+    (index.html, report.md)."""
+    from grpo_lab.execution import registry as reg
+    from grpo_lab.report import write_report
+    from grpo_lab.report.inputs import sweep_data
+    from grpo_lab.util.yamlio import ConfigError, suggest
+
+    with reg.connect(db or reg.default_url(Path(workspace)))() as session:
+        found = reg.get_sweep(session, sweep_name)
+        if found is None:
+            known = [s.name for s in reg.all_sweeps(session)]
+            raise ConfigError(f"no sweep '{sweep_name}'{suggest(sweep_name, known)}")
+        return write_report(sweep_data(found, metric, logit), Path(out) if out else Path("reports") / found.name)

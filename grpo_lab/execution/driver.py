@@ -1,0 +1,155 @@
+"""The sweep driver as a library: plan, lease, register, recover, preflight, run (with --decide's
+waves), mirror to MLflow, in that order. `grpo-lab sweep` and `grpo_lab.sweep(...)` both call
+`run_sweep`; the CLI only parses options and renders the events.
+
+Events, `on_event(kind, **data)`, in the order they happen:
+
+    plan        plan=Plan                      priced and checked against its budget
+    recovered   count=int                      attempts an earlier driver left running, closed
+    preflight   target=str, checks=list, red=list   one per (model, task) with runs to do
+    started     sweep=Sweep, runner=Runner, done=int, registry=str
+    start       cell=SweepRun                  an attempt was submitted
+    end         cell=SweepRun, outcome=Outcome an attempt ended (its run mirrored to MLflow)
+    say         line=str                       --decide's account of a wave
+    finished    result=SweepResult, attempts=int, skipped=int, decide_stop=str | None
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grpo_lab.execution import registry as reg
+from grpo_lab.execution.sweep import SweepOptions, SweepResult, open_sweep, plan_for, recover
+from grpo_lab.util.yamlio import ConfigError
+
+Events = Callable[..., None]
+
+
+class PreflightFailed(ConfigError):
+    """A red preflight flag: the sweep stops before any training."""
+
+
+@dataclass
+class SweepRequest:
+    """Everything `grpo-lab sweep` takes, as a library call's arguments (see its --help)."""
+
+    matrix: Path
+    runner: str | None = None  # local, ray, slurm or a profile YAML (default: the matrix's, else local)
+    max_parallel: int | None = None  # attempts at once (default: the profile's)
+    retries: int = 1  # extra attempts for a failed run, each resuming from its checkpoint
+    allow_over_budget: bool = False
+    preflight: bool = True  # check reward signal and group diversity before training
+    workspace: Path = reg.WORKSPACE
+    db: str | None = None  # registry URL (default: sqlite in the workspace; env GRPO_LAB_DB)
+    tracking_uri: str | None = None  # MLflow store (default: sqlite in the workspace)
+    name: str | None = None  # sweep name (default: the matrix's)
+    on_change: str = "refuse"  # a changed matrix under the same name: refuse | extend | replace
+    decide: dict[str, Any] | None = None  # DecideOptions fields (execution/waves.py); None: no waves
+    env: dict = field(default_factory=dict)  # the environment snapshot to pin (default: this machine's)
+
+    def options(self) -> SweepOptions:
+        return SweepOptions(workspace=Path(self.workspace), db_url=self.db, retries=self.retries,
+                            allow_over_budget=self.allow_over_budget, name=self.name, on_change=self.on_change)
+
+
+def _quiet(kind: str, **data) -> None:
+    """The default listener: a library call prints nothing."""
+
+
+def run_sweep(request: SweepRequest, on_event: Events = _quiet) -> SweepResult:
+    """Run every pending cell of the request's matrix (idempotent: finished runs are skipped,
+    interrupted ones resume); raises ConfigError (PreflightFailed for a red flag) before any
+    training when the matrix, the budget, the runner or the registry is wrong."""
+    from grpo_lab.execution.environment import env_snapshot
+    from grpo_lab.execution.lease import Lease
+    from grpo_lab.execution.runners import load_profile
+    from grpo_lab.spec.matrix import load_matrix
+
+    opts = request.options()
+    plan = plan_for(Path(request.matrix), opts)
+    profile = load_profile(request.runner or load_matrix(request.matrix).runner)
+    check_runnable({id(c.shared): c.shared for c in plan.cells}.values())  # before preflight loads models
+    on_event("plan", plan=plan)
+    Session = reg.connect(request.db or reg.default_url(opts.workspace))
+    with Lease(Session, plan.name), Session() as session:
+        sweep = open_sweep(session, plan, Path(request.matrix), opts, env=request.env or env_snapshot())
+        if n := recover(session, sweep):
+            on_event("recovered", count=n)
+        if request.preflight:
+            _preflight(plan, sweep, on_event)
+        session.commit()
+        return _execute(session, sweep, plan, profile, request, opts, on_event)
+
+
+def check_runnable(configs) -> None:
+    """Before anything runs: every model can be loaded (a Hub id answers in one quick request),
+    and the code sandbox runs where a task needs it."""
+    from grpo_lab.rewards.sandbox import SandboxError, check_for
+    from grpo_lab.spec.model_cards import check_available, load_card
+
+    configs = list(configs)
+    try:
+        for model in dict.fromkeys(c.model for c in configs):
+            check_available(load_card(model))
+        for cfg in configs:
+            check_for(cfg.tasks, cfg.sandbox)
+    except SandboxError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _preflight(plan, sweep: reg.Sweep, on_event: Events) -> None:
+    from grpo_lab.execution.sweep import preflight_pairs
+    from grpo_lab.preflight import preflight
+
+    for cfg in preflight_pairs(plan, sweep):
+        result = preflight(cfg, samples=256, diversity_prompts=20)
+        red = [c for c in result.checks if c.verdict == "red"]
+        on_event("preflight", target=result.target, checks=result.checks, red=red)
+        if red:
+            raise PreflightFailed(f"preflight {result.target}: red flags "
+                                  f"({', '.join(c.name for c in red)}); fix the config or pass --skip-preflight")
+
+
+def _execute(session, sweep: reg.Sweep, plan, profile, request: SweepRequest, opts: SweepOptions,
+             on_event: Events) -> SweepResult:
+    """The runs on the profile's runner, each finished run mirrored to MLflow; --decide's waves first."""
+    from grpo_lab.execution import tracking
+    from grpo_lab.execution.mirror import SweepTracker
+    from grpo_lab.execution.runners import make_runner
+    from grpo_lab.execution.sweep import execute_sweep
+
+    mirror = SweepTracker(request.tracking_uri or tracking.default_tracking_uri(opts.workspace), sweep,
+                          Path(request.matrix))
+    attempts_before = _attempts(sweep)
+    done_before = sum(c.run.status in reg.DONE for c in sweep.cells)
+    runner = make_runner(profile, opts.workspace, request.max_parallel)
+    on_event("started", sweep=sweep, runner=runner, done=done_before, registry=str(session.get_bind().url))
+
+    def cell_event(kind, cell, out):
+        if kind not in ("start", "end"):  # the loop's ticks: a listener refreshes on its own clock
+            return
+        if kind == "end":
+            mirror.log(cell)
+        on_event(kind, cell=cell, outcome=out)
+
+    why = None
+    try:
+        if request.decide is not None:  # imported only here: the decide stack pulls in scipy
+            from grpo_lab.execution.waves import DecideOptions, run_decide
+
+            why = run_decide(session, sweep, plan, runner, opts, DecideOptions(**request.decide),
+                             on_event=cell_event, say=lambda line: on_event("say", line=line))
+        result = execute_sweep(session, sweep, runner, opts, on_event=cell_event)
+    finally:
+        runner.close()
+    mirror.finish("failed" if result.counts["failed"] else "finished")
+    on_event("finished", result=result, attempts=_attempts(sweep) - attempts_before, skipped=done_before,
+             decide_stop=why)
+    return result
+
+
+def _attempts(sweep: reg.Sweep) -> int:
+    return sum(len(c.run.attempts) for c in sweep.cells)

@@ -1,0 +1,29 @@
+"""The Python API (grpo_lab.plan / sweep / report_sweep): what the CLI does, as calls."""
+
+import pytest
+
+import grpo_lab
+from grpo_lab.util.yamlio import ConfigError
+from tests.conftest import ROOT
+from tests.execution.sweeps import write_matrix
+
+pytestmark = pytest.mark.slow
+
+
+def test_plan_sweep_and_report_as_calls(tmp_path):
+    p = grpo_lab.plan(ROOT / "matrices" / "quickstart.yaml", workspace=tmp_path / "empty")
+    assert len(p.cells) == 10 and p.fits is True
+    matrix = write_matrix(tmp_path, "api")  # baseline and ema_reference on the fast test model
+    events = []
+    result = grpo_lab.sweep(matrix, workspace=tmp_path / "ws", preflight=False,
+                            on_event=lambda kind, **data: events.append(kind))
+    assert result.counts["finished"] == 2 and result.counts["failed"] == 0
+    kinds = list(dict.fromkeys(events))
+    assert kinds[:2] == ["plan", "started"] and kinds[-1] == "finished" and {"start", "end"} <= set(kinds)
+    assert events.count("end") == 2
+    again = grpo_lab.sweep(matrix, workspace=tmp_path / "ws", preflight=False)  # idempotent, silent
+    assert again.executed == [] and again.skipped == 2
+    html, md = grpo_lab.report_sweep("api", out=tmp_path / "report", workspace=tmp_path / "ws")
+    assert md.exists() and "ema_reference" in html.read_text()
+    with pytest.raises(ConfigError, match="did you mean 'api'"):
+        grpo_lab.report_sweep("apj", workspace=tmp_path / "ws")
