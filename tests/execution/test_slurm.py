@@ -94,7 +94,7 @@ def kill_job_processes(ws: Path) -> None:
 
 
 def test_scancel_preempts_a_killed_job_is_interrupted_and_the_next_sweep_resumes(slurm, tmp_path):
-    steps = 16
+    steps = 24
     session, sweep, opts = open_matrix(tmp_path, "cancel", retries=0, tricks=["baseline"], steps=steps,
                                        checkpoint_every=5)
     run = sweep.cells[0].run
@@ -186,3 +186,32 @@ def assert_mlflow_complete(ws: Path, name: str) -> None:
     kids = client.search_runs(experiments, f"tags.`mlflow.parentRunId` = '{parent}'")
     assert {k.data.tags["run_id"] for k in kids} == run_ids
     assert {k.data.tags["status"] for k in kids} == {"finished"}
+
+
+def first_step(out: Path) -> dict:
+    return json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+
+
+def test_deepspeed_over_two_slurm_tasks_matches_one_process_first_step(slurm, tmp_path):
+    pytest.importorskip("deepspeed", reason="deepspeed is not installed (pip install deepspeed)")
+    import yaml
+
+    from tests.conftest import tiny_cfg
+
+    cfg = tiny_cfg(steps=1, eval={"every": 100}, backend={"name": "deepspeed", "zero_stage": 2})
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    # no launcher variables: the two tasks must find each other from Slurm's alone
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    launch = [sys.executable, "-m", "grpo_lab.trainer.launch", str(tmp_path / "run.yaml")]
+    runs = [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for cmd in ([*launch, str(tmp_path / "one")],  # side by side: the pair and the single run
+                        ["srun", "--ntasks=2", "--cpus-per-task=1", "--kill-on-bad-exit=1", *launch, str(tmp_path / "two")])]
+    for run in runs:
+        _, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err[-3000:]
+    one, rank0, rank1 = (first_step(d) for d in (tmp_path / "one", tmp_path / "two", tmp_path / "two" / "rank1"))
+    assert rank0["reward/mean"] == one["reward/mean"]  # rank 0 samples what the single process samples
+    for key in ("loss/policy", "loss/total", "kl/mean"):  # the parity tolerance of tests/trainer/test_backend.py
+        assert rank0[key] == pytest.approx(one[key], rel=1e-5, abs=1e-9), key
+    assert rank0["train/grad_norm"] == rank1["train/grad_norm"]  # one all-reduced gradient: one process group
+    assert rank0["reward/mean"] != rank1["reward/mean"] or rank0["loss/policy"] != rank1["loss/policy"]  # own prompts
