@@ -1,6 +1,7 @@
 """Sweeps through a real Slurm cluster (the `slurm` fixture: munged, slurmctld, slurmd on this box),
 submitted with real sbatch by the project's SlurmRunner: job arrays and a job per run, scancel
-mid-run, and a driver killed with kill -9 while its jobs are queued and running."""
+mid-run, and a driver killed with kill -9 while its jobs are queued and running; and a DeepSpeed
+run over two srun tasks."""
 
 import json
 import os
