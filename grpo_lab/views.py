@@ -18,6 +18,7 @@ from grpo_lab.execution.runners.base import Outcome
 from grpo_lab.spec.budget import fmt_hours
 from grpo_lab.spec.plan import Plan
 from grpo_lab.util.files import read_json
+from grpo_lab.spec.arm import Arm, arm_label
 
 STYLE = {"finished": "green", "stopped": "yellow", "failed": "red", "running": "cyan", "pending": "dim",
          "interrupted": "magenta", "preempted": "blue"}
@@ -132,7 +133,7 @@ class SweepProgress:
 
 
 def _label(cell: reg.SweepRun) -> str:
-    return f"{cell.model} / {cell.task} / {cell.tricks or 'baseline'} / seed {cell.seed}"
+    return f"{Arm.of(cell.model, cell.task, cell.tricks)} / seed {cell.seed}"
 
 
 def _progress_cells(got: CellProgress | None) -> tuple[str, str, str, str]:
@@ -181,7 +182,7 @@ def runs_table(sweep: reg.Sweep) -> Table:
         got = cell_progress(run.out_dir) if run.status == "running" else None
         step, _, _, eta = _progress_cells(got) if got else ("", "", "", "")
         hours = run.gpu_hours + (got.elapsed * run.devices / 3600 if got else 0.0)
-        table.add_row(cell.run_id, cell.model, cell.task, cell.tricks or "baseline", str(cell.seed),
+        table.add_row(cell.run_id, cell.model, cell.task, arm_label(cell.tricks), str(cell.seed),
                       f"[{STYLE.get(run.status, '')}]{run.status}[/]", step, eta,
                       f"{p[0]:.2f} -> {p[1]:.2f}" if p else "-", str(len(run.attempts)), f"{hours:.3g}", err)
     return table
@@ -244,7 +245,7 @@ def show_plan(console: Console, p: Plan, table: bool = True) -> None:
             left = col in ("model", "task", "tricks", "seeds")
             out.add_column(col, justify="left" if left else "right", overflow="fold" if left else "ellipsis")
         for g in p.groups():
-            out.add_row(g.model, g.task, "+".join(g.tricks) or "baseline", g.seed_text(), f"{len(g.seeds):,}",
+            out.add_row(g.model, g.task, arm_label(g.tricks), g.seed_text(), f"{len(g.seeds):,}",
                         fmt_hours(g.estimate.total), fmt_hours(g.total))
         console.print(out)
     phases = ", ".join(f"{k} {fmt_hours(v)}" for k, v in p.phase_totals().items())
@@ -267,7 +268,7 @@ def plan_lines(p: Plan) -> Iterator[str]:
     """One tab-separated line per cell (`plan --cells`), made as it is printed."""
     yield f"model\ttask\ttricks\tseed\trun_id\test_{p.hardware.unit.replace(' ', '_')}\n"
     for c, e in zip(p.cells, p.estimates):
-        yield f"{c.model}\t{c.task}\t{'+'.join(c.tricks) or 'baseline'}\t{c.seed}\t{c.run_id}\t{fmt_hours(e.total)}\n"
+        yield f"{c.model}\t{c.task}\t{arm_label(c.tricks)}\t{c.seed}\t{c.run_id}\t{fmt_hours(e.total)}\n"
 
 
 def show_interactions(console: Console, table, metric: str) -> None:

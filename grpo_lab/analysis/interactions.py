@@ -35,8 +35,8 @@ from scipy.stats import fisher_exact
 from grpo_lab.analysis import stats
 from grpo_lab.spec.tricks import load_catalog, same_dimension_pairs
 from grpo_lab.util.yamlio import ConfigError, suggest
+from grpo_lab.spec.arm import BASELINE
 
-BASELINE = "baseline"
 VARIANCES = ("pooled", "paired")
 
 

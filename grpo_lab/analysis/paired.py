@@ -34,6 +34,7 @@ import numpy as np
 import polars as pl
 
 from grpo_lab.analysis.interactions import set_key
+from grpo_lab.spec.arm import arm_label
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def read_records(folder: Path) -> list[dict]:
 def problem_frame(runs: list[tuple[dict, Path]]) -> pl.DataFrame:
     """One row per (run, test problem): model, task, key, seed, uid, y = passes / samples. Each item
     is (labels with model, task, tricks, seed; run folder). Runs without records are left out."""
-    rows = [{"model": lab["model"], "task": lab["task"], "tricks": lab["tricks"] or "baseline",
+    rows = [{"model": lab["model"], "task": lab["task"], "tricks": arm_label(lab["tricks"]),
              "seed": int(lab["seed"]), "uid": r["uid"], "y": r["passes"] / r["samples"]}
             for lab, folder in runs for r in read_records(folder)]
     if not rows:

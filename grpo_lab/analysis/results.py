@@ -10,6 +10,7 @@ import polars as pl
 from grpo_lab.analysis.run_metrics import run_rows, summary_fields
 from grpo_lab.execution import registry as reg
 from grpo_lab.util.yamlio import ConfigError, suggest
+from grpo_lab.spec.arm import arm_label
 
 LABELS = ("model", "task", "tricks", "seed")
 READERS = {".csv": pl.read_csv, ".parquet": pl.read_parquet, ".pq": pl.read_parquet}
@@ -31,7 +32,7 @@ def frame_from_run_dirs(rows: list[tuple[dict, Path]], steps: pl.DataFrame | Non
     for key in LABELS:
         given = {run_id: _label(labels[key]) for run_id, (labels, _) in ids.items() if key in labels}
         if key == "tricks":
-            given = {run_id: value or "baseline" for run_id, value in given.items()}
+            given = {run_id: arm_label(value) for run_id, value in given.items()}
         if given:
             frame = frame.with_columns(pl.col("run_id").replace_strict(given, default=pl.col(key),
                                                                         return_dtype=frame.schema[key]).alias(key))

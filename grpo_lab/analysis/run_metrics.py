@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from grpo_lab.spec.arm import arm_label
+
 COLLAPSE_KINDS = frozenset({"reward_cliff", "repetition", "adv_std_spike", "diversity_collapse",
                             "entropy_collapse", "kl_explosion", "nan"})
 STEP_COLUMNS = ("reward/mean", "reward/std", "reward/group_std", "reward/zero_std_frac",
@@ -277,7 +279,7 @@ def summary_fields(folder: Path) -> dict:
     return {
         "run_id": summ.get("run_id", folder.name), "model": cfg.get("model", summ.get("model")),
         "task": "+".join(task) if isinstance(task, list) else task,
-        "tricks": "+".join(cfg.get("tricks") or []) or "baseline", "seed": cfg.get("seed", summ.get("seed")),
+        "tricks": arm_label(cfg.get("tricks")), "seed": cfg.get("seed", summ.get("seed")),
         "k": max((cfg.get("eval") or {}).get("k") or [1]),
         "delta_pass@1": _num(summ.get("delta_pass@1")), "gpu_hours": hours, "unit": summ.get("unit"),
         "cost_per_effective_sample": cost, "effective_samples": effective, "sampling_share": share,

@@ -39,6 +39,7 @@ from sqlalchemy.orm import (
     sessionmaker,
 )
 
+from grpo_lab.spec.arm import arm_label
 from grpo_lab.util.yamlio import ConfigError
 
 WORKSPACE = Path(".grpo-lab")  # per-project folder: registry.db, mlflow.db, runs/
@@ -115,7 +116,7 @@ class SweepRun(Base):
     run: Mapped[Run] = relationship()
 
     def labels(self) -> dict:
-        return {"model": self.model, "task": self.task, "tricks": self.tricks or "baseline",
+        return {"model": self.model, "task": self.task, "tricks": arm_label(self.tricks),
                 "seed": self.seed, "run_id": self.run_id}
 
 

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from grpo_lab.execution import calibration
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.base import Job, Outcome, Runner, retryable
+from grpo_lab.spec.arm import Arm, arm_label
 from grpo_lab.spec.config import comparable
 from grpo_lab.spec.matrix import load_matrix
 from grpo_lab.spec.model_cards import load_card
@@ -92,7 +93,7 @@ def mixed_arms(arms: list[tuple[tuple, str]]) -> list[str]:
 
 
 def cell_arms(cells: list[reg.SweepRun]) -> list[tuple[tuple, str]]:
-    return [((c.model, c.task, c.tricks or "baseline"), _without_seed(json.loads(c.run.config_json))) for c in cells]
+    return [((c.model, c.task, arm_label(c.tricks)), _without_seed(json.loads(c.run.config_json))) for c in cells]
 
 
 def reconcile(sweep: reg.Sweep, plan: Plan, mode: str) -> None:
@@ -112,11 +113,11 @@ def reconcile(sweep: reg.Sweep, plan: Plan, mode: str) -> None:
         sweep.cells[:] = [c for c in sweep.cells if c.run_id in wanted]
         return
     shared = {id(c.shared): _without_seed(c.shared.model_dump(mode="json")) for c in new}  # once per arm
-    arms = [((c.model, c.task, "+".join(c.tricks) or "baseline"), shared[id(c.shared)]) for c in new]
+    arms = [((c.model, c.task, arm_label(c.tricks)), shared[id(c.shared)]) for c in new]
     mixed = mixed_arms(cell_arms(sweep.cells) + arms)
     if mode == "extend" and not mixed:
         return
-    example = f"{new[0].model} / {new[0].task} / {'+'.join(new[0].tricks) or 'baseline'} / seed {new[0].seed}"
+    example = f"{Arm.of(new[0].model, new[0].task, new[0].tricks)} / seed {new[0].seed}"
     why = (f"Extending would mix configs within an arm: {'; '.join(mixed[:3])}{' ...' if len(mixed) > 3 else ''}. "
            if mixed else "")
     raise ConfigError(

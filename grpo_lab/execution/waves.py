@@ -27,6 +27,7 @@ from grpo_lab.execution.sweep import SweepOptions, execute_sweep, totals
 from grpo_lab.spec.matrix import Cell
 from grpo_lab.spec.model_cards import load_card
 from grpo_lab.spec.plan import Plan
+from grpo_lab.spec.arm import arm_key
 
 METRIC = "eval/pass@1"
 
@@ -43,11 +44,6 @@ class DecideOptions:
     # "paired": one sequence per comparison on seed-index paired differences; "unpaired": one per
     # arm mean, combined by interval sums (analysis/decide.py)
     method: str = "paired"
-
-
-def arm_key(tricks: str) -> str:
-    names = sorted(t for t in tricks.split("+") if t and t != "baseline")
-    return "+".join(names) or "baseline"
 
 
 def observe(sweep: reg.Sweep) -> tuple[dict, dict, dict]:
@@ -73,7 +69,7 @@ def observe(sweep: reg.Sweep) -> tuple[dict, dict, dict]:
 
 def new_cells(plan: Plan, sweep: reg.Sweep, added: dict) -> list[Cell]:
     """Cells for the added seeds: each arm's next unused seed indices, configs from the plan."""
-    template = {(c.model, c.task, arm_key("+".join(c.tricks))): c for c in plan.cells}
+    template = {(c.model, c.task, arm_key(c.tricks)): c for c in plan.cells}
     used: dict = {}
     for cell in sweep.cells:
         used.setdefault((cell.model, cell.task, arm_key(cell.tricks)), set()).add(cell.seed)
@@ -185,7 +181,7 @@ def plan_arms(plan: Plan) -> dict[tuple[str, str], list[str]]:
     """(model, task) -> the plan's arm keys, in plan order."""
     out: dict = {}
     for c in plan.cells:
-        key = arm_key("+".join(c.tricks))
+        key = arm_key(c.tricks)
         if key not in out.setdefault((c.model, c.task), []):
             out[(c.model, c.task)].append(key)
     return out

@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from grpo_lab.spec.arm import BASELINE
+
 if TYPE_CHECKING:
     from grpo_lab.execution import registry as reg
 
 KEYS = ["model", "task", "tricks"]
-BASELINE = "baseline"
 # Interaction verdicts that make every trick of the combination "harmful in combination".
 HARM_VERDICTS = ("negative_interaction", "harmful", "collapsed_only_in_combination")
 

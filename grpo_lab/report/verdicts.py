@@ -37,6 +37,7 @@ from scipy import stats as sps
 from grpo_lab.analysis.stats import holm
 from grpo_lab.report.inputs import BASELINE, KEYS
 from grpo_lab.report.render import Tone, num
+from grpo_lab.spec.arm import arm_key
 
 WORTH_IT = "worth it"
 NOT_WORTH = "not worth its cost"
@@ -105,10 +106,6 @@ def _flagged_combos(interactions: pl.DataFrame) -> dict[tuple[str, str], list[_C
     return combos
 
 
-def _key(tricks: str) -> str:
-    return "+".join(sorted(t for t in tricks.split("+") if t and t != BASELINE)) or BASELINE
-
-
 def _decided(decisions: dict) -> tuple[dict, dict[tuple[str, str], list[_Combo]]]:
     """--decide's verdicts: {(model, task, key): row} of its effects, and the combinations whose
     interaction it called significant and negative."""
@@ -142,7 +139,7 @@ def _label(row: dict[str, Any], combos: dict[tuple[str, str], list[_Combo]], pol
         named = "; ".join(f"{c.tricks}: {c.verdict}" for c in hits[:3])
         return HARMFUL_COMBO, named + (f" (+{len(hits) - 3} more)" if len(hits) > 3 else "")
     if decided is not None:
-        d = decided.get((row["model"], row["task"], _key(row["tricks"])))
+        d = decided.get((row["model"], row["task"], arm_key(row["tricks"])))
         if d is None or d["verdict"] == "open":
             return UNDECIDED, "--decide left it open within its budget"
         if d["verdict"] == "equivalent":

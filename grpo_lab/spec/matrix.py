@@ -30,6 +30,7 @@ from grpo_lab.tasks import check_task
 from grpo_lab.util.dicts import deep_merge
 from grpo_lab.util.validate import Strict, validate, where_in
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
+from grpo_lab.spec.arm import arm_label
 
 DEFAULT_HARDWARE = "cpu"  # the box grpo-lab runs on without a GPU
 TIERS = {"100": 100.0, "1k": 1_000.0, "10k": 10_000.0}  # docs/study.md "Budget tiers", in GPU-hours
@@ -252,7 +253,7 @@ def expand(spec: MatrixSpec) -> list[Cell]:
     for model, task, tricks in itertools.product(spec.models, spec.tasks, spec.trick_sets()):
         names = base_tricks + [t for t in tricks if t not in base_tricks]
         label = task if isinstance(task, str) else "+".join(task)
-        cfg = _resolve_cell(spec, model, task, names, f"{model} / {label} / {'+'.join(tricks) or 'baseline'}")
+        cfg = _resolve_cell(spec, model, task, names, f"{model} / {label} / {arm_label(tricks)}")
         notes = tuple(trick_notes(names, cfg.tricks))
         run_id_for = _seed_hasher(cfg)
         for seed in spec.seeds:
