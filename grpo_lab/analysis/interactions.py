@@ -298,29 +298,3 @@ def interactions(df: pl.DataFrame, metric: str, *, delta: float | None = None, a
     out = out.with_columns((flagged | pl.col("collapsed_only_in_combination")).alias("flagged"),
                            verdict(alpha).alias("verdict"))
     return out.select(list(INTERACTION_SCHEMA))
-
-
-LOO_SCHEMA = {"model": pl.String, "task": pl.String, "tricks": pl.String, "trick": pl.String, "n_seeds": pl.Int64,
-              "attribution": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "p_value": pl.Float64,
-              "q_value": pl.Float64, "method": pl.String}
-
-
-def leave_one_out(df: pl.DataFrame, metric: str, *, alpha: float = 0.05, logit: bool = False,
-                  variance: str = "pooled") -> pl.DataFrame:
-    """Attribution of each trick t of a set F whose every one-trick-less subset also ran:
-    F − F∖{t} over seeds, with CI (LOO_SCHEMA; one row per (F, t))."""
-    _check(variance)
-    rows = []
-    for cell in task_arms(prepare(df, metric, logit)):
-        for key, arm in cell.arms.items():
-            tricks = key.split("+")
-            rest = {t: "+".join(x for x in tricks if x != t) for t in tricks}
-            if len(tricks) < 2 or any(r not in cell.arms for r in rest.values()):
-                continue
-            for t, r in rest.items():
-                ct = contrast(_on_shared_seeds(cell, [key, r], variance), {key: 1.0, r: -1.0}, variance)
-                rows.append({"model": cell.model, "task": cell.task, "tricks": arm.label, "trick": t,
-                             "n_seeds": ct.n, "est": ct.est, "se": ct.se, "df": ct.df, "method": ct.method})
-    if not rows:
-        return pl.DataFrame(schema=LOO_SCHEMA)
-    return _tests(pl.DataFrame(rows), alpha).rename({"est": "attribution"}).select(list(LOO_SCHEMA))

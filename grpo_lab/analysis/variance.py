@@ -61,12 +61,6 @@ def components(arms: dict[str, tuple[tuple, np.ndarray]]) -> dict[str, float]:
             "seeds": float(np.mean([len(Y) for _, Y in arms.values()]))}
 
 
-def comparison_var(c: dict, n, P) -> np.ndarray:
-    """V(n, P) of a two-arm comparison (see the module docstring)."""
-    n, P = np.asarray(n, float), np.asarray(P, float)
-    return 2 * (c["sigma2_w"] + c["sigma2_e"] / P) / n + 2 * c["sigma2_v"] / P
-
-
 def seeds_for(c: dict, P, delta: float, alpha: float = 0.05, power: float = POWER) -> np.ndarray:
     """Smallest n ≥ 2 with √V(n, P) ≤ δ / (z_{1−α/2} + z_power); inf where no n is enough."""
     target = (delta / (stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power))) ** 2

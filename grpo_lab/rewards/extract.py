@@ -130,9 +130,3 @@ def extract_number(text: str) -> str | None:
         return None
     exact = normalize_number(raw)
     return exact if exact is not None else normalize_number(last_number(raw))
-
-
-def numbers_equal(a: str | None, b: str | None) -> bool:
-    """True iff both strings are numbers with the same value."""
-    na, nb = normalize_number(a), normalize_number(b)
-    return na is not None and na == nb

@@ -75,7 +75,7 @@ def load(run, out_dir: Path) -> bool:
     if run.adaptive_kl and state["adaptive_kl"]:
         run.adaptive_kl.load_state_dict(state["adaptive_kl"])
     run.base_eval, run.last_eval, run.timing = state["base_eval"], state["last_eval"], state["timing"]
-    run.wall_seconds = state.get("wall_seconds", sum(run.timing.values()))  # older checkpoints: a lower bound
+    run.wall_seconds = state.get("wall_seconds", sum(run.timing.values()))  # a checkpoint without it: a lower bound
     run.tokens_generated, run.tokens_trained, run.effective_samples = state["counters"]
     torch.set_rng_state(state["rng"]["torch"].cpu())
     random.setstate(state["rng"]["python"])

@@ -5,7 +5,7 @@ import polars as pl
 import pytest
 from scipy import stats as sst
 
-from grpo_lab.analysis.interactions import effects, interactions, leave_one_out
+from grpo_lab.analysis.interactions import effects, interactions
 
 
 def frame(values: dict[str, list[float]], seeds=None, model="m", task="math", **extra) -> pl.DataFrame:
@@ -119,15 +119,6 @@ def test_logit_handles_pass_rates_of_zero_and_one():
         pl.when(pl.col("tricks") == "a+b").then(pl.col("seed") % 2).otherwise(pl.col("m")).alias("m"))
     r = interactions(df, "m", logit=True).row(0, named=True)
     assert np.isfinite(r["interaction"]) and np.isfinite(r["ci_low"])
-
-
-def test_leave_one_out_attributes_each_trick_of_the_full_set():
-    means = {"baseline": 0.0, "a": 1.0, "b": 2.0, "c": 3.0, "a+b": 3.0, "a+c": 4.0, "b+c": 1.0, "a+b+c": 2.0}
-    loo = leave_one_out(noisy(means), "m").filter(pl.col("tricks") == "a+b+c").sort("trick")
-    # abc - bc = 1, abc - ac = -2, abc - ab = -1
-    assert loo["trick"].to_list() == ["a", "b", "c"]
-    assert loo["attribution"].to_list() == pytest.approx([1.0, -2.0, -1.0], abs=0.05)
-    assert (loo["ci_low"] < loo["attribution"]).all() and (loo["attribution"] < loo["ci_high"]).all()
 
 
 def test_same_dimension_combinations_carry_a_warning():
