@@ -25,7 +25,7 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from grpo_lab.analysis.interactions import effects, interactions, leave_one_out
+from grpo_lab.analysis.interactions import effects, interactions
 from grpo_lab.analysis.run_metrics import event_metrics, series_metrics, steps_frame
 
 TRICKS = [f"trick{i}" for i in range(10)]
@@ -100,7 +100,7 @@ def main() -> None:
     metrics = series_metrics(steps).join(event_metrics(alarms), on="run_id", how="left")
     results = runs.join(metrics, on="run_id").with_columns(pl.col("collapsed").fill_null(False))
     times["run metrics (series + events)"] = time.perf_counter() - t0
-    for name, fn in (("effects", effects), ("interactions", interactions), ("leave_one_out", leave_one_out)):
+    for name, fn in (("effects", effects), ("interactions", interactions)):
         t0 = time.perf_counter()
         out = fn(results, "pass@1")
         times[f"{name} ({out.height} rows)"] = time.perf_counter() - t0
