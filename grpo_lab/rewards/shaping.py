@@ -50,15 +50,21 @@ def information_length(text: str, min_chars: int = 12) -> int:
     return total
 
 
+def _info_penalty(cfg, text: str, n_tokens: int, max_tokens: int, coef: float) -> float:
+    # Scale tokens by the share of characters that carry new information.
+    info_tokens = round(n_tokens * information_length(text, cfg.fragment_chars) / max(len(text), 1))
+    return piecewise_length_penalty(info_tokens, cfg.upper, coef)
+
+
+LENGTH_PENALTIES = {  # reward.length.kind -> (cfg, text, n_tokens, max_tokens, decayed coef) -> penalty
+    "none": lambda cfg, text, n, max_tokens, coef: 0.0,
+    "piecewise": lambda cfg, text, n, max_tokens, coef: piecewise_length_penalty(n, cfg.upper, coef),
+    "overlong": lambda cfg, text, n, max_tokens, coef: overlong_penalty(n, max_tokens, cfg.overlong_buffer),
+    "info": _info_penalty,
+}
+
+
 def length_shaping(cfg, text: str, n_tokens: int, max_tokens: int, progress: float) -> float:
     """The length shape reward of one completion under a LengthConfig."""
     coef = decayed_coef(cfg.coef, cfg.coef_final_frac, progress)
-    if cfg.kind == "piecewise":
-        return piecewise_length_penalty(n_tokens, cfg.upper, coef)
-    if cfg.kind == "overlong":
-        return overlong_penalty(n_tokens, max_tokens, cfg.overlong_buffer)
-    if cfg.kind == "info":
-        # Scale tokens by the share of characters that carry new information.
-        info_tokens = round(n_tokens * information_length(text, cfg.fragment_chars) / max(len(text), 1))
-        return piecewise_length_penalty(info_tokens, cfg.upper, coef)
-    return 0.0
+    return LENGTH_PENALTIES[cfg.kind](cfg, text, n_tokens, max_tokens, coef)

@@ -190,8 +190,13 @@ def make_backend(cfg: RunConfig, policy: torch.nn.Module) -> Backend:
             policy.activation_checkpointing_enable(kwargs)
         else:
             policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
-    if cfg.backend.name == "deepspeed":
-        return DeepSpeedBackend(cfg, policy)
+    return BACKENDS[cfg.backend.name](cfg, policy)
+
+
+def _torch_backend(cfg: RunConfig, policy: torch.nn.Module) -> Backend:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ValueError("backend torch trains in one process: use backend.name: deepspeed for several")
     return TorchBackend(policy.parameters(), cfg.optim)
+
+
+BACKENDS = {"torch": _torch_backend, "deepspeed": DeepSpeedBackend}  # backend.name -> (cfg, policy) -> Backend

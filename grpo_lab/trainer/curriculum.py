@@ -15,6 +15,13 @@ from collections import deque
 from grpo_lab.tasks.base import Problem
 
 
+MODES = {  # curriculum.mode -> how step `step` of `total` samples
+    "uniform": lambda step, total, cfg: "uniform",
+    "adaptive": lambda step, total, cfg: "adaptive",
+    "two_stage": lambda step, total, cfg: "adaptive" if step < cfg.switch_frac * total else "uniform",
+}
+
+
 class Curriculum:
     def __init__(self, tasks: list, cfg, total_steps: int, seed: int, difficulty: int | None, pool_size: int):
         self.cfg, self.total = cfg, total_steps
@@ -27,9 +34,8 @@ class Curriculum:
         self.recent = {arm: deque(maxlen=cfg.window) for arm in self.arms}
 
     def mode_at(self, step: int) -> str:
-        if self.cfg.mode == "two_stage":
-            return "adaptive" if step < self.cfg.switch_frac * self.total else "uniform"
-        return self.cfg.mode
+        """'uniform' or 'adaptive': how this step samples."""
+        return MODES[self.cfg.mode](step, self.total, self.cfg)
 
     def weights(self, step: int) -> dict[tuple, float]:
         if self.mode_at(step) == "uniform":

@@ -8,19 +8,21 @@ from __future__ import annotations
 import torch
 
 
+KL_ESTIMATORS = {  # d = ref_logp - logp
+    "k1": lambda d: -d,  # unbiased, can be negative
+    "k2": lambda d: 0.5 * d.pow(2),
+    "k3": lambda d: torch.expm1(d) - d,  # unbiased, >= 0
+}
+
+
 def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") -> torch.Tensor:
     """Per-token estimate of KL(pi || ref) from samples of pi; d = ref_logp - logp. [B,T] -> [B,T].
 
     k1 = -d (unbiased, can be negative); k2 = d^2 / 2; k3 = exp(d) - d - 1 (unbiased, >= 0).
     """
-    d = ref_logp - logp
-    if kind == "k1":
-        return -d
-    if kind == "k2":
-        return 0.5 * d.pow(2)
-    if kind == "k3":
-        return torch.expm1(d) - d
-    raise ValueError(f"unknown KL estimator {kind!r}; use k1, k2 or k3")
+    if kind not in KL_ESTIMATORS:
+        raise ValueError(f"unknown KL estimator {kind!r}; use {', '.join(KL_ESTIMATORS)}")
+    return KL_ESTIMATORS[kind](ref_logp - logp)
 
 
 def clipped_surrogate(
@@ -62,6 +64,21 @@ def sequence_surrogate(
     return loss.expand_as(logp), (clipped < unclipped).expand_as(logp)
 
 
+def _token_mean(x: torch.Tensor, m: torch.Tensor, norm: float) -> torch.Tensor:
+    return (x * m).sum() / m.sum().clamp(min=1)
+
+
+def _seq_mean(x: torch.Tensor, m: torch.Tensor, norm: float) -> torch.Tensor:
+    return ((x * m).sum(dim=1) / m.sum(dim=1).clamp(min=1)).mean()
+
+
+def _token_sum_norm(x: torch.Tensor, m: torch.Tensor, norm: float) -> torch.Tensor:
+    return (x * m).sum() / (x.size(0) * norm)
+
+
+AGGREGATIONS = {"token_mean": _token_mean, "seq_mean": _seq_mean, "token_sum_norm": _token_sum_norm}
+
+
 def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str = "token_mean", norm: float = 1.0) -> torch.Tensor:
     """Reduce per-token values [B,T] to a scalar; this choice is one ablation axis.
 
@@ -69,15 +86,15 @@ def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str = "token_mean", nor
     seq_mean:       mean_b( sum_t(x*m) / sum_t(m) )        (every sequence weighs the same; GRPO)
     token_sum_norm: sum(x*m) / (B * norm)                  (Dr. GRPO: a constant, e.g. max tokens)
     """
-    m = mask.to(x.dtype)
-    if mode == "token_mean":
-        return (x * m).sum() / m.sum().clamp(min=1)
-    if mode == "seq_mean":
-        per_seq = (x * m).sum(dim=1) / m.sum(dim=1).clamp(min=1)
-        return per_seq.mean()
-    if mode == "token_sum_norm":
-        return (x * m).sum() / (x.size(0) * norm)
-    raise ValueError(f"unknown aggregation {mode!r}; use token_mean, seq_mean or token_sum_norm")
+    if mode not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {mode!r}; use {', '.join(AGGREGATIONS)}")
+    return AGGREGATIONS[mode](x, mask.to(x.dtype), norm)
+
+
+WEIGHTINGS = {  # loss.weighting -> (logp, old_logp, adv [B,1], mask, LossConfig) -> (loss, clipped)
+    "token": lambda lp, old, a, mask, c: clipped_surrogate(lp, old, a, c.clip_low, c.clip_high, c.dual_clip),
+    "sequence": lambda lp, old, a, mask, c: sequence_surrogate(lp, old, a, mask, c.clip_low, c.clip_high),
+}
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
@@ -96,11 +113,7 @@ def policy_loss(
     (detached truncated importance weights for a sampler/trainer mismatch, trainer/importance.py)
     scale only the policy term: KL and entropy are about the trainer's own distribution.
     """
-    a = adv[:, None]
-    if cfg.weighting == "sequence":
-        surr, clipped = sequence_surrogate(logp, old_logp, a, mask, cfg.clip_low, cfg.clip_high)
-    else:
-        surr, clipped = clipped_surrogate(logp, old_logp, a, cfg.clip_low, cfg.clip_high, cfg.dual_clip)
+    surr, clipped = WEIGHTINGS[cfg.weighting](logp, old_logp, adv[:, None], mask, cfg)
     surr = surr if is_weights is None else surr * is_weights
     per_token = surr
     metrics = {"loss/clip_frac": masked_mean(clipped.float(), mask)}

@@ -18,12 +18,7 @@ class Reference:
     def update(self, policy: torch.nn.Module, step: int) -> None:
         """After optimizer step `step` (0-based): hard copy every sync_every steps, or
         EMA: ref <- alpha * ref + (1 - alpha) * policy."""
-        if self.cfg.mode == "hard" and (step + 1) % self.cfg.sync_every == 0:
-            self.model.load_state_dict(policy.state_dict())
-        elif self.cfg.mode == "ema":
-            a = self.cfg.ema_alpha
-            for r, p in zip(self.model.parameters(), policy.parameters()):
-                r.mul_(a).add_(p.detach(), alpha=1 - a)
+        UPDATES[self.cfg.mode](self.model, policy, step, self.cfg)
 
     @torch.no_grad()
     def drift(self, policy: torch.nn.Module) -> float:
@@ -33,3 +28,16 @@ class Reference:
         num = torch.stack([(p - r).float().pow(2).sum() for p, r in pairs]).sum()
         den = torch.stack([r.float().pow(2).sum() for _, r in pairs]).sum()
         return float((num / den.clamp(min=1e-12)).sqrt())
+
+
+def _hard_sync(ref: torch.nn.Module, policy: torch.nn.Module, step: int, cfg) -> None:
+    if (step + 1) % cfg.sync_every == 0:
+        ref.load_state_dict(policy.state_dict())
+
+
+def _ema(ref: torch.nn.Module, policy: torch.nn.Module, step: int, cfg) -> None:
+    for r, p in zip(ref.parameters(), policy.parameters()):
+        r.mul_(cfg.ema_alpha).add_(p.detach(), alpha=1 - cfg.ema_alpha)
+
+
+UPDATES = {"frozen": lambda ref, policy, step, cfg: None, "hard": _hard_sync, "ema": _ema}  # reference.mode

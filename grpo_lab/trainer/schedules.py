@@ -9,6 +9,21 @@ from __future__ import annotations
 import math
 
 
+WARMUPS = {  # optim.warmup -> the LR multiplier at a warmup step
+    "fraction": lambda step, cfg: cfg.warmup_factor,
+    "linear": lambda step, cfg: (step + 1) / cfg.warmup_steps,
+}
+
+
+def _cosine(step: int, total: int, cfg) -> float:
+    span = max(total - cfg.warmup_steps - 1, 1)
+    progress = min((step - cfg.warmup_steps) / span, 1.0)
+    return cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+LR_SCHEDULES = {"constant": lambda step, total, cfg: 1.0, "cosine": _cosine}  # optim.schedule, after warmup
+
+
 def lr_factor(step: int, total: int, cfg) -> float:
     """Multiplier on the base LR at `step` (0-based).
 
@@ -17,12 +32,25 @@ def lr_factor(step: int, total: int, cfg) -> float:
     cosine from lr down to lr * min_lr_frac at the last step.
     """
     if step < cfg.warmup_steps:
-        return cfg.warmup_factor if cfg.warmup == "fraction" else (step + 1) / cfg.warmup_steps
-    if cfg.schedule == "constant":
-        return 1.0
-    span = max(total - cfg.warmup_steps - 1, 1)
-    progress = min((step - cfg.warmup_steps) / span, 1.0)
-    return cfg.min_lr_frac + (1 - cfg.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * progress))
+        return WARMUPS[cfg.warmup](step, cfg)
+    return LR_SCHEDULES[cfg.schedule](step, total, cfg)
+
+
+def _linear_beta(step: int, total: int, cfg) -> float:
+    progress = step / max(total - 1, 1)
+    if progress <= cfg.hold_frac:
+        return cfg.beta
+    frac = (progress - cfg.hold_frac) / max(1 - cfg.hold_frac, 1e-9)
+    final = cfg.beta / cfg.decay_ratio
+    return cfg.beta + (final - cfg.beta) * frac
+
+
+# kl.schedule -> beta at a step. `adaptive` starts at beta; the AdaptiveKL controller moves it from there.
+KL_SCHEDULES = {
+    "fixed": lambda step, total, cfg: cfg.beta,
+    "linear": _linear_beta,
+    "adaptive": lambda step, total, cfg: cfg.beta,
+}
 
 
 def beta_at(step: int, total: int, cfg) -> float:
@@ -31,14 +59,7 @@ def beta_at(step: int, total: int, cfg) -> float:
     linear: beta0 for progress < hold_frac, then linearly to beta0 / decay_ratio at the last
     step. progress = step / (total - 1).
     """
-    if cfg.schedule != "linear":
-        return cfg.beta
-    progress = step / max(total - 1, 1)
-    if progress <= cfg.hold_frac:
-        return cfg.beta
-    frac = (progress - cfg.hold_frac) / max(1 - cfg.hold_frac, 1e-9)
-    final = cfg.beta / cfg.decay_ratio
-    return cfg.beta + (final - cfg.beta) * frac
+    return KL_SCHEDULES[cfg.schedule](step, total, cfg)
 
 
 class AdaptiveKL:
