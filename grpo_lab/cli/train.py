@@ -1,4 +1,4 @@
-"""Commands on single runs: `run`, `tricks`, `tasks`, `preflight`, `tune`."""
+"""Commands on single runs: `run`, `config`, `tricks`, `tasks`, `preflight`, `tune`."""
 
 from __future__ import annotations
 
@@ -72,6 +72,34 @@ def tricks(as_json: bool = typer.Option(False, "--json", help="print the catalog
         table.add_column(col)
     for t in catalog.values():
         table.add_row(t.name, t.dimension, t.description, t.source)
+    console.print(table)
+
+
+@app.command("config")
+def config_cmd(
+    section: Optional[str] = typer.Argument(None, help="a section (sampling, reward.length, ...) or key; default: all"),
+    as_json: bool = typer.Option(False, "--json", help="print the keys as a JSON list instead of a table"),
+) -> None:
+    """List the run-config keys: dotted key, type, default and description."""
+    from dataclasses import asdict
+
+    from rich.markup import escape
+
+    from grpo_lab.spec.fields import config_fields
+
+    try:
+        rows = config_fields(section)
+    except ConfigError as exc:
+        fail(exc)
+    if as_json:
+        console.print_json(json.dumps([asdict(r) for r in rows]))
+        return
+    table = Table(title=f"run config: {section}" if section else "run config")
+    for col in ("key", "type", "default", "description"):
+        table.add_column(col)
+    for r in rows:
+        default = "required" if r.required else json.dumps(r.default)
+        table.add_row(r.key, escape(r.type), escape(default), escape(r.description))
     console.print(table)
 
 
