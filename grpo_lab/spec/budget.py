@@ -18,7 +18,7 @@ import yaml
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.spec.matrix import TIERS, Cell, expand, parse_matrix
 from grpo_lab.spec.model_cards import Hardware, ModelCard, load_card, load_hardware
-from grpo_lab.spec.tricks import load_catalog
+from grpo_lab.spec.presets import Presets, get_tier, load_presets, tier_notes, tier_tricks
 from grpo_lab.util.dicts import deep_merge
 from grpo_lab.util.paths import find_all
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
@@ -164,64 +164,16 @@ def estimate_cells(cells: list[Cell], hardware: Hardware,
     return out
 
 
-# ---- budget-tier presets (docs/study.md "Budget tiers") ----
+# ---- budget-tier presets (docs/study.md "Budget tiers"; the tiers are data: experiments/presets.yaml) ----
 
-STUDY_STEPS, MIN_STEPS = 600, 100
-SEEDS = {"100": 1, "1k": 2, "10k": 3}
-TIER_BASE = {
-    "100": {"sampling": {"group_size": 8}, "kl": {"beta": 0.01}},
-    "1k": {"sampling": {"group_size": 8, "temperature": 0.9}, "kl": {"beta": 0.005, "schedule": "fixed"},
-           "advantage": {"normalization": "zscore"}},
-}
-TIER_BASE["10k"] = TIER_BASE["1k"]  # "fix the sampling defaults" at the 1k baseline's values
-TIER_TEXT = {
-    "100": "only tune G and beta: G8, beta 0.01, defaults elsewhere (check the reward signal first)",
-    "1k": "one model, one task, <= 20 ablations: G8, fixed beta 0.005, T 0.9, z-score; one variable per run",
-    "10k": "full matrix by the orthogonality rule: sampling fixed; normalisation and KL; EMA reference, curriculum",
-}
-SIX = ["group_size_16", "dynamic_temperature", "ema_reference", "adaptive_curriculum", "kl_anneal", "advantage_clip_3"]
-INERT_AT_G8 = "advantage_clip_3"  # z-scores of 8 samples never exceed sqrt(7) = 2.65 < 3
-
-
-def _scale_base(model: str, task: str, hardware: Hardware) -> dict:
+def _scale_base(model: str, task: str, hardware: Hardware, presets: Presets) -> dict:
     """The run settings a preset starts from: the shipped config for this model and task
     (experiments/configs/, e.g. the tiny model's), else the study's scale for a large model."""
     for path in [p for folder in find_all("experiments", "configs") for p in sorted(folder.glob("*.yaml"))]:
         data, _ = load_yaml(path)
         if isinstance(data, dict) and data.get("model") == model and data.get("task") == task:
             return {k: v for k, v in data.items() if k not in ("model", "task", "seed", "tricks")}
-    base: dict = {"steps": STUDY_STEPS,
-                  "sampling": {"prompts_per_step": 64, "max_new_tokens": 1024},
-                  "optim": {"lr": 1e-6, "grad_clip": 1.0},  # study 9: 7B blows up above 1e-6
-                  "eval": {"every": 50, "problems": 200, "samples": 8, "k": [1, 8]}}
-    if hardware.kind == "gpu":
-        base["dtype"] = "bfloat16"
-    return base
-
-
-def _tier_tricks(tier: str, task: str) -> tuple[list, list[str]]:
-    """(the tricks axis of a tier's matrix, notes on what was left out and why)."""
-    catalog = load_catalog()
-    code = task == "code"
-    if tier == "100":  # every catalog trick that moves G or the beta schedule
-        knobs = [t.name for t in catalog.values()
-                 if "group_size" in t.settings.get("sampling", {}) or {"beta", "schedule"} & set(t.settings.get("kl", {}))]
-        return ["baseline", {"singles": knobs}], []
-    inert = f"{INERT_AT_G8} is not a single here: at G8 z-scores never reach its clip of 3"
-    if tier == "1k":  # study: first temperature, length penalty, clipping (near-free), then masks and LR
-        singles = ["dynamic_temperature", "length_penalty_piecewise", "info_length_penalty", "clip_higher",
-                   "code_token_mask" if code else "format_mask", "lr_warmup", "grad_clip_2"]
-        return ["baseline", {"singles": singles}], [inert]
-    singles = [t.name for t in catalog.values() if t.dimension in ("advantage", "kl") and t.name != INERT_AT_G8]
-    singles += ["adaptive_curriculum", "two_stage_curriculum"]
-    mask = ["code_token_mask"] if code else []
-    across = ["quantile_norm_clip", "kl_anneal", "length_penalty_piecewise", "lr_warmup", *mask]  # one per dimension
-    four = ["ema_reference", *mask, "quantile_norm_clip", "length_penalty_piecewise"]
-    notes = [inert, "pairs: one trick per dimension, so every pair crosses dimensions"]
-    if not code:
-        notes.append("the study's orthogonal four include an output-token mask; off code tasks that is the "
-                     "default prompt mask, so the stack has three tricks here")
-    return ["baseline", {"singles": singles}, {"pairs": across}, {"combos": [SIX, four]}], notes
+    return deep_merge(presets.scale, presets.scale_on_gpu if hardware.kind == "gpu" else {})
 
 
 def _matrix_hours(matrix: dict, hardware: Hardware) -> tuple[int, float]:
@@ -229,14 +181,14 @@ def _matrix_hours(matrix: dict, hardware: Hardware) -> tuple[int, float]:
     return len(cells), sum(e.total for e in estimate_cells(cells, hardware))
 
 
-def _fit_steps(matrix: dict, limit: float, hardware: Hardware) -> int:
-    """The base's steps, or fewer (not below MIN_STEPS), so that the matrix's estimate fits `limit`.
+def _fit_steps(matrix: dict, limit: float, hardware: Hardware, min_steps: int) -> int:
+    """The base's steps, or fewer (not below min_steps), so that the matrix's estimate fits `limit`.
     Cost is close to linear in steps (evals add a stepwise term): scale once, then trim 5% at a time."""
     def hours(steps: int) -> float:
         return _matrix_hours(deep_merge(matrix, {"base": {"steps": steps}}), hardware)[1]
 
     start = matrix["base"]["steps"]
-    floor, total = min(MIN_STEPS, start), hours(start)
+    floor, total = min(min_steps, start), hours(start)
     steps = start if total <= limit else max(floor, int(start * limit / total))
     while steps > floor and hours(steps) > limit:
         steps = max(floor, int(steps * 0.95))
@@ -246,14 +198,14 @@ def _fit_steps(matrix: dict, limit: float, hardware: Hardware) -> int:
 def _preset(tier: str, model: str, task: str, hardware: str) -> tuple[dict, list[str]]:
     if tier not in TIERS:
         raise ConfigError(f"unknown tier '{tier}'{suggest(tier, TIERS)}; tiers: {', '.join(TIERS)} (GPU-hours)")
-    hw = load_hardware(hardware)
-    tricks, notes = _tier_tricks(tier, task)
-    base = deep_merge(_scale_base(model, task, hw), TIER_BASE[tier])
+    hw, presets = load_hardware(hardware), load_presets()
+    spec = get_tier(presets, tier)
+    base = deep_merge(_scale_base(model, task, hw, presets), spec.base)
     matrix = {"name": f"preset-{tier}-{model}-{task}", "models": [model], "tasks": [task],
-              "seeds": list(range(SEEDS[tier])), "tricks": tricks, "base": base,
+              "seeds": list(range(spec.seeds)), "tricks": tier_tricks(spec, task), "base": base,
               "budget": {"tier": tier, "hardware": hardware}}
     start, limit = base["steps"], TIERS[tier]
-    base["steps"] = _fit_steps(matrix, limit, hw)
+    base["steps"] = _fit_steps(matrix, limit, hw, presets.min_steps)
     cells, hours = _matrix_hours(matrix, hw)
     if hours > limit:
         fit = (f"steps: at the floor of {base['steps']} the {cells} cells still cost {fmt_hours(hours)} > {limit:,.0f} "
@@ -263,7 +215,7 @@ def _preset(tier: str, model: str, task: str, hardware: str) -> tuple[dict, list
     else:
         fit = (f"steps: scaled from {start} to {base['steps']} so that {cells} cells fit: "
                f"{fmt_hours(hours)} of {limit:,.0f} {hw.unit} on {hw.name}")
-    return matrix, [f"tier {tier} (docs/study.md): {TIER_TEXT[tier]}", fit, *notes]
+    return matrix, [f"tier {tier} (docs/study.md): {spec.text}", fit, *tier_notes(spec, task)]
 
 
 def preset(tier: str, model: str, task: str, hardware: str = "h800") -> dict:
