@@ -43,18 +43,15 @@ def trick_cfg(name: str):
     return tiny_cfg(after=CADENCE, **settings)
 
 
-# Which way a signature metric moves against the baseline, and where that is checked:
-#   EVERY  at no step on the other side of the baseline, strictly on its side at one step at
-#          least: values the trick sets (config, schedules) or bounds (a mask only takes tokens
-#          out, and the baseline trains on all of them)
-#   FIRST  strictly on its side at the first step, where both runs still share the policy and
-#          the samples; after the first update they drift apart for reasons besides the trick
+# Which way a signature metric moves against the baseline, and where that is checked: each
+# trick's `directions` in experiments/tricks.yaml (every_step or first_step, explained there).
 UP, DOWN = 1, -1
-EVERY, FIRST = "every step", "first step"
+EVERY, FIRST = "every_step", "first_step"
+SIGNS = {"up": UP, "down": DOWN}
 
 # Metrics that report a config value (or follow one): their direction comes from the trick's
 # resolved config against the baseline's, so a new catalog entry (group_size_32, a lower
-# temperature) is checked without an entry in DIRECTIONS.
+# temperature) is checked without a `directions` entry.
 CONFIG_VALUES = {
     "sampling/group_size": lambda c: c.sampling.group_size,
     "samples/total": lambda c: c.sampling.prompts_per_step * c.sampling.group_size,
@@ -64,34 +61,9 @@ CONFIG_VALUES = {
     "kl/beta": lambda c: c.kl.beta,
 }
 
-# Directions the catalog implies beyond a config value (schedules, masks, shaping); a trick whose
-# signature has no implied direction (curricula, adaptive controllers, normalisations, loss
-# aggregation) is only checked to differ.
-_LENGTH_PENALTY = {"reward/shaped_mean": (DOWN, FIRST)}
-_FORMAT_BONUS = {"reward/shaped_mean": (UP, FIRST)}
-_MASK = {"mask/trained_token_frac": (DOWN, EVERY)}
-DIRECTIONS = {
-    "dynamic_temperature": {"sampling/temperature": (DOWN, EVERY)},  # 1.0, then 0.85
-    "kl_anneal": {"kl/beta": (DOWN, EVERY)},  # holds beta, then decays to beta/5
-    "lr_warmup": {"train/lr": (DOWN, EVERY)},  # lr/5 over the warmup steps
-    "cosine_lr": {"train/lr": (DOWN, EVERY)},  # linear warmup, then decay
-    "advantage_clip_3": {"adv/max_abs": (DOWN, EVERY)},  # |A| <= 3, where the baseline reaches 3.75
-    "zero_group_floor": {"adv/mean": (DOWN, FIRST)},  # an all-zero group gets a negative advantage
-    "dynamic_sampling": {"samples/dropped_groups": (UP, EVERY),  # the baseline drops none
-                         "reward/zero_std_frac": (DOWN, FIRST)},  # zero-variance groups replaced
-    "ema_reference": {"ref/drift": (DOWN, FIRST)},  # the reference moves towards the policy
-    "hard_reference_sync": {"ref/drift": (DOWN, EVERY)},  # drift back to 0 at every sync
-    "length_penalty_piecewise": _LENGTH_PENALTY,
-    "overlong_penalty": _LENGTH_PENALTY,
-    "info_length_penalty": _LENGTH_PENALTY,
-    "format_bonus": _FORMAT_BONUS,
-    "shape_reward_split": _FORMAT_BONUS,
-    "format_mask": _MASK,
-    "truncation_mask": _MASK,
-    "code_token_mask": _MASK,
-    "clip_higher": {"loss/clip_frac": (UP, EVERY)},  # one inner update (the baseline) never clips
-    "entropy_bonus": {"loss/total": (DOWN, FIRST)},  # the bonus is subtracted from the loss
-}
+
+def catalog_directions(name: str) -> dict[str, tuple[int, str]]:
+    return {m: (SIGNS[d.move], d.check) for m, d in CATALOG[name].directions.items()}
 
 
 def expected_directions(name: str, ours_cfg, base_cfg) -> dict[str, tuple[int, str]]:
@@ -101,7 +73,7 @@ def expected_directions(name: str, ours_cfg, base_cfg) -> dict[str, tuple[int, s
         change = value(ours_cfg) - value(base_cfg)
         if change:
             derived[metric] = (UP if change > 0 else DOWN, EVERY)
-    return {**derived, **DIRECTIONS.get(name, {})}
+    return {**derived, **catalog_directions(name)}
 
 
 def direction_error(ours: list, theirs: list, sign: int, scope: str) -> str | None:
@@ -137,11 +109,12 @@ def test_catalog_entries_are_well_formed():
         assert t.dimension in DIMENSIONS and t.description and t.signature, t.name
 
 
-def test_directions_name_catalog_tricks_and_their_signature():
-    for name, metrics in DIRECTIONS.items():
-        assert name in CATALOG, f"DIRECTIONS names {name}, not in the catalog"
-        for metric in metrics:
-            assert any(fnmatch.fnmatch(metric, p) for p in CATALOG[name].signature), (name, metric)
+def test_directions_name_metrics_of_their_signature():
+    with_directions = [t for t in CATALOG.values() if t.directions]
+    assert len(with_directions) >= 19
+    for t in with_directions:
+        for metric in t.directions:
+            assert any(fnmatch.fnmatch(metric, p) for p in t.signature), (t.name, metric)
 
 
 def test_config_values_give_the_direction():

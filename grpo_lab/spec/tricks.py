@@ -6,11 +6,12 @@ tricks deep-merges their overrides over the baseline, in order.
 
 from __future__ import annotations
 
+import fnmatch
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from grpo_lab.util.dicts import deep_merge
 from grpo_lab.util.paths import find_all, search_path
@@ -19,6 +20,17 @@ from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
 Dimension = Literal["sampling", "advantage", "kl", "reward_shaping", "loss", "optimization"]
 DIMENSIONS = get_args(Dimension)
+
+
+class Direction(BaseModel):
+    """Which way a signature metric of a trick's run moves against the baseline run's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    move: Literal["up", "down"] = Field(description="the trick's run above (up) or below (down) the baseline's")
+    check: Literal["every_step", "first_step"] = Field(
+        description="every_step: never on the other side, strictly on its side once at least (values the "
+                    "trick sets or bounds); first_step: strictly on its side at the first step, where both "
+                    "runs still share the policy")
 
 
 class Trick(BaseModel):
@@ -30,8 +42,17 @@ class Trick(BaseModel):
     settings: dict[str, Any]
     description: str
     source: str = ""
-    signature: list[str] = []  # metric keys where the trick shows in a run
-    needs: dict[str, Any] = {}  # run settings under which the signature can show
+    signature: list[str] = Field([], description="metric keys (glob patterns) where the trick shows in a run")
+    needs: dict[str, Any] = Field({}, description="run settings under which the signature can show")
+    directions: dict[str, Direction] = Field(
+        {}, description="signature metric -> the direction the trick implies, checked by tests/test_trick_contract.py")
+
+    @model_validator(mode="after")
+    def _directions_in_signature(self) -> "Trick":
+        for metric in self.directions:
+            if not any(fnmatch.fnmatch(metric, p) for p in self.signature):
+                raise ValueError(f"direction of '{metric}': not a metric of the signature {self.signature}")
+        return self
 
 
 @lru_cache(maxsize=8)
