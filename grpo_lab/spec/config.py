@@ -36,7 +36,7 @@ from grpo_lab.spec.sections import (  # noqa: F401  (re-exported: the sections a
     TrainBackendConfig,
     VLLMConfig,
 )
-from grpo_lab.spec.sources import TASK_REWARD, DataConfig, RewardFunctionConfig
+from grpo_lab.spec.sources import TASK_REWARD, DataConfig
 from grpo_lab.spec.tricks import apply_tricks
 from grpo_lab.tasks import TASKS, check_task
 from grpo_lab.util.dicts import deep_merge, nest
