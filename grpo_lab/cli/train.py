@@ -28,6 +28,7 @@ def run(
 ) -> None:
     """Train one GRPO run; writes metrics.jsonl and summary.json."""
     from grpo_lab.execution.driver import check_runnable
+    from grpo_lab.spec.arm import arm_label
     from grpo_lab.rewards.sandbox import SandboxError
     from grpo_lab.spec.config import load_config
     from grpo_lab.spec.tricks import trick_notes
@@ -42,7 +43,7 @@ def run(
     for note in trick_notes(cfg.tricks):
         console.print(f"[yellow]warning:[/] {note}")
     out = out or Path("runs") / cfg.run_id()
-    console.print(f"run [bold]{cfg.run_id()}[/]: model={cfg.model} task={cfg.task} tricks={cfg.tricks or 'baseline'} "
+    console.print(f"run [bold]{cfg.run_id()}[/]: model={cfg.model} task={cfg.task} tricks={arm_label(cfg.tricks)} "
                   f"seed={cfg.seed} -> {out}")
     with Progress(TextColumn("[bold]step {task.completed}/{task.total}"), BarColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=console) as bar:
