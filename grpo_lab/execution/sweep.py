@@ -4,6 +4,8 @@ Idempotent and restartable by construction:
 - a cell is a run id; runs already finished (by this sweep or any other) are skipped;
 - attempts left `running` by a killed driver are closed as `interrupted` on restart, keeping the
   GPU-hours their heartbeat shows, and the run resumes from its checkpoint as a new attempt;
+  those whose scheduler job (Slurm) is still queued or running are adopted instead;
+- a preempted attempt (it checkpointed on a signal) is resubmitted and not counted as a try;
 - the worker refuses to re-train a folder that already holds its summary (worker.py).
 """
 
