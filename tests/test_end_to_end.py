@@ -137,3 +137,9 @@ def test_eval_curves_start_at_each_runs_base_eval(swept):
                 for c in sweep.cells}
     first = data.eval_steps().filter(pl.col("step") == 0)
     assert dict(first.select("run_id", "eval/pass@1").iter_rows()) == base
+
+
+def test_the_report_prices_each_trick_set_planned_against_measured(report_html):
+    md = (report_html.parent / "report.md").read_text()
+    table = md[md.index("Planned against measured"):]
+    assert "measured / planned" in table.splitlines()[2] and re.search(r"\| [\d.]+x \|", table)

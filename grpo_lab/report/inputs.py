@@ -40,6 +40,7 @@ RUNS_SCHEMA: dict[str, Any] = {
     "length_ratio": _F, "alarms": _I, "alarm_kinds": _S, "collapsed": _B, "gpu_hours": _F,
     "cost_per_effective_sample": _F, "effective_samples": _F, "sampling_share": _F,
     "base_pass@1": _F,  # the eval before training (summary.json "base")
+    "planned_hours": _F,  # the plan's estimate when the cell was registered
 }
 STEPS_SCHEMA: dict[str, Any] = {
     "run_id": _S, "step": _I, "reward/mean": _F, "eval/pass@1": _F, "length/mean": _F,
@@ -210,7 +211,9 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
     base = {c.run_id: (_summary(c).get("base") or {}).get("eval/pass@1") for c in cells}
     runs = runs.with_columns(
         pl.col("run_id").replace_strict({c.run_id: c.run.status for c in cells}).alias("status"),
-        pl.col("run_id").replace_strict(base, default=None, return_dtype=pl.Float64).alias("base_pass@1"))
+        pl.col("run_id").replace_strict(base, default=None, return_dtype=pl.Float64).alias("base_pass@1"),
+        pl.col("run_id").replace_strict({c.run_id: c.estimate_gpu_hours for c in cells}, default=None,
+                                        return_dtype=pl.Float64).alias("planned_hours"))
     effective = float(runs["effective_samples"].fill_null(0).sum())
     matrix = repo_path(sweep.matrix_path)
     session = object_session(sweep)

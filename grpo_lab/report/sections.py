@@ -343,7 +343,20 @@ def _costs(data: ReportData, unit: str) -> list[Block]:
         lines.append(f"At {price:g} per {unit} the sweep cost {num(price * total)}.")
     return [*(Paragraph(line) for line in lines), _phase_table(c, unit),
             Paragraph("Where the hours went, against the split the source study reports:"),
-            _split_table(c, unit)]
+            _split_table(c, unit), *_planned_blocks(data.runs, unit)]
+
+
+def _planned_blocks(runs: pl.DataFrame, unit: str) -> list[Block]:
+    """Planned vs measured hours per run, per trick set: how far the plan was off (a plan made
+    after runs finished is calibrated by them; see `grpo-lab plan`)."""
+    if "planned_hours" not in runs.columns or runs["planned_hours"].is_null().all():
+        return []
+    rows = runs.group_by(KEYS).agg(pl.col("planned_hours").mean(), pl.col("gpu_hours").mean()).sort(KEYS)
+    table = [[*_keys(r), num(r["planned_hours"]), num(r["gpu_hours"]),
+              "-" if not r["planned_hours"] else f"{r['gpu_hours'] / r['planned_hours']:.2f}x"]
+             for r in rows.iter_rows(named=True)]
+    return [Paragraph(f"Planned against measured {unit} per run (means over seeds):"),
+            Table(["model", "task", "tricks", "planned", "measured", "measured / planned"], table)]
 
 
 def _environment(data: ReportData) -> list[Block]:
