@@ -18,7 +18,7 @@ from grpo_lab.execution.runners.local import LocalRunner
 from grpo_lab.execution.sweep import SweepOptions, execute_sweep, open_sweep, plan_for
 from grpo_lab.execution.worker import PREEMPTED_EXIT, execute
 from tests.conftest import tiny_cfg
-from tests.execution.sweeps import workers, write_matrix
+from tests.execution.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,12 +68,12 @@ def test_sigusr1_checkpoints_exits_75_and_resumes_bit_identically(tmp_path, refe
     (run_dir / "config.json").write_text(json.dumps(tiny_cfg(steps=STEPS, checkpoint_every=5).model_dump(mode="json")))
     cmd = [sys.executable, "-m", "grpo_lab.execution.worker", str(run_dir), "1", "1"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    signal_at(run_dir, 3, signal.SIGUSR1, lambda: [proc.pid]).join()
+    signal_at(run_dir, 2, signal.SIGUSR1, lambda: [proc.pid]).join()
     assert proc.wait(timeout=300) == PREEMPTED_EXIT, proc.stderr.read().decode()[-2000:]
     first = json.loads((run_dir / "result-1.json").read_text())
     assert first["status"] == "preempted" and first["summary"] is None
     stopped_at = heartbeat_step(run_dir)
-    assert 3 <= stopped_at < STEPS  # where the signal landed; the resume below starts exactly there
+    assert 2 <= stopped_at < STEPS  # where the signal landed; the resume below starts exactly there
     assert not (run_dir / "summary.json").exists()
 
     second = execute(run_dir, 2)
@@ -88,8 +88,9 @@ def test_sigterm_under_a_sweep_is_preempted_and_not_a_retry(tmp_path, reference)
     session = reg.connect(reg.default_url(ws))()
     sweep = open_sweep(session, plan_for(matrix, opts), matrix, opts, env={})
     run_dir = Path(sweep.cells[0].run.out_dir)
-    signal_at(run_dir, 4, signal.SIGTERM, lambda: workers(ws))
     runner = LocalRunner(slots=1)
+    # the runner's own pid: a pgrep under load could land after the last step
+    signal_at(run_dir, 2, signal.SIGTERM, lambda: [proc.pid for _, proc, *_ in list(runner.procs.values())])
     try:
         result = execute_sweep(session, sweep, runner, opts)
     finally:
@@ -98,7 +99,7 @@ def test_sigterm_under_a_sweep_is_preempted_and_not_a_retry(tmp_path, reference)
     assert result.counts["finished"] == 1, run.error
     assert [a.status for a in run.attempts] == ["preempted", "finished"]
     assert run.attempts[0].gpu_hours > 0 and run.wasted_gpu_hours == 0  # its steps were all kept
-    assert run.attempts[1].start_step >= 4
+    assert run.attempts[1].start_step >= 2
     assert metrics(run_dir) == reference
 
 
@@ -117,7 +118,7 @@ def test_sigterm_to_a_ray_worker_is_preempted_and_resumed(tmp_path, reference):
         found = subprocess.run(["pgrep", "-f", "ray::execute"], capture_output=True, text=True)
         return [int(pid) for pid in found.stdout.split()]
 
-    signal_at(run_dir, 4, signal.SIGTERM, ray_task_worker)
+    signal_at(run_dir, 2, signal.SIGTERM, ray_task_worker)
     runner = RayRunner(RayOptions(num_cpus=1))
     try:
         result = execute_sweep(session, sweep, runner, opts)
