@@ -165,9 +165,10 @@ def test_kill_9_driver_then_restart_adopts_live_jobs(slurm, tmp_path):
     again = cli_sweep(matrix, ws, profile, tmp_path / "second.log")
     assert again.wait(timeout=600) == 0, (tmp_path / "second.log").read_text()
     rows = attempts(ws, "adopt")
-    assert all(len(r) == 1 and r[0][0] == "finished" for r in rows), rows  # adopted, none submitted twice
+    said = (tmp_path / "second.log").read_text()[-3000:]
+    assert all(len(r) == 1 and r[0][0] == "finished" for r in rows), (rows, said)  # adopted, none submitted twice
     ended = slurm.completed()
-    assert {r[0][1] for r in rows} == submitted and submitted <= set(ended)
+    assert {r[0][1] for r in rows} == submitted and submitted <= set(ended), (rows, sorted(ended), said)
     for (status, job, hours, _), in rows:  # the job's elapsed time covers the attempt's own wall time
         wall = hours * 3600
         assert wall - 1 <= elapsed(ended[job]) <= wall + OVERHEAD, (job, wall, ended[job])
