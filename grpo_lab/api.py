@@ -56,3 +56,23 @@ def report_sweep(sweep_name: str, out: str | Path | None = None, workspace: str 
             known = [s.name for s in reg.all_sweeps(session)]
             raise ConfigError(f"no sweep '{sweep_name}'{suggest(sweep_name, known)}")
         return write_report(sweep_data(found, metric, logit), Path(out) if out else Path("reports") / found.name)
+
+
+def sweep_results(sweep_name: str, workspace: str | Path = WORKSPACE, db: str | None = None):
+    """The results frame (analysis/results.py) of a sweep's finished runs, labelled as the
+    registry knows them: what `grpo-lab interactions SWEEP` analyses."""
+    from grpo_lab.analysis.results import frame_from_run_dirs
+    from grpo_lab.execution import registry as reg
+    from grpo_lab.util.yamlio import ConfigError, suggest
+
+    Session = reg.connect(db or reg.default_url(Path(workspace)))
+    with Session() as session:
+        found = reg.get_sweep(session, sweep_name)
+        if found is None:
+            known = [s.name for s in reg.all_sweeps(session)]
+            raise ConfigError(f"no sweep '{sweep_name}' in {Session.kw['bind'].url}{suggest(sweep_name, known)}; "
+                              f"sweeps: {', '.join(known) or 'none'}")
+        done = [c for c in found.cells if c.run.status in reg.DONE]
+        if not done:
+            raise ConfigError(f"sweep '{sweep_name}' has no finished run yet: run `grpo-lab sweep` first")
+        return frame_from_run_dirs([(c.labels(), Path(c.run.out_dir)) for c in done])

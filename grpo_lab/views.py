@@ -15,6 +15,7 @@ from rich.table import Table
 
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.base import Outcome
+from grpo_lab.rundir import RunDir
 from grpo_lab.spec.budget import fmt_hours
 from grpo_lab.spec.plan import Plan
 from grpo_lab.util.files import read_json
@@ -41,7 +42,7 @@ class CellProgress:
 
 def cell_progress(run_dir: str | Path, now: float | None = None) -> CellProgress | None:
     """A running cell's progress, or None while its attempt has written no heartbeat yet."""
-    beat = read_json(Path(run_dir) / "heartbeat.json")
+    beat = RunDir(run_dir).heartbeat()
     if not beat or "started" not in beat:
         return None
     now = time.time() if now is None else now
@@ -161,7 +162,7 @@ def sweeps_table(session, sweeps: list[reg.Sweep]) -> Table:
 
 def pass_at_1(cell: reg.SweepRun) -> tuple[float, float] | None:
     """(base, final) test pass@1 of a finished cell, from its summary."""
-    summary = read_json(Path(cell.run.out_dir) / "summary.json") if cell.run.status in reg.DONE else None
+    summary = RunDir(cell.run.out_dir).summary() if cell.run.status in reg.DONE else None
     base, final = ((summary or {}).get(k) or {} for k in ("base", "final"))
     if "eval/pass@1" not in base or "eval/pass@1" not in final:
         return None

@@ -34,6 +34,7 @@ import numpy as np
 import polars as pl
 
 from grpo_lab.analysis.interactions import set_key
+from grpo_lab.rundir import RunDir
 from grpo_lab.spec.arm import arm_label
 
 
@@ -91,9 +92,8 @@ def contrast(arms: list[np.ndarray], coefs, seeds: list[tuple] | None = None,
 
 
 def read_records(folder: Path) -> list[dict]:
-    """The per-problem rows of a run's final eval (the highest-numbered eval/problems-*.json)."""
-    files = sorted(p for p in (Path(folder) / "eval").glob("problems-*.json") if p.stem != "problems-base")
-    return json.loads(files[-1].read_text())["rows"] if files else []
+    """The per-problem rows of a run's final eval ([] before one)."""
+    return (RunDir(folder).problems() or {}).get("rows", [])
 
 
 def problem_frame(runs: list[tuple[dict, Path]]) -> pl.DataFrame:

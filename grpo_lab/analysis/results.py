@@ -8,7 +8,6 @@ from pathlib import Path
 import polars as pl
 
 from grpo_lab.analysis.run_metrics import run_rows, summary_fields
-from grpo_lab.execution import registry as reg
 from grpo_lab.util.yamlio import ConfigError, suggest
 from grpo_lab.spec.arm import arm_label
 
@@ -55,18 +54,3 @@ def load_results(path: Path) -> pl.DataFrame:
                               f"it needs {', '.join(LABELS)} and one column per metric (has {', '.join(df.columns)})")
     return df.with_columns(pl.col("model", "task").cast(pl.String),
                            pl.col("tricks").cast(pl.String).fill_null("").replace("", "baseline"))
-
-
-def sweep_frame(name: str, workspace: Path | None = None, db: str | None = None) -> pl.DataFrame:
-    """The results frame of a sweep's finished runs, labelled as the registry knows them."""
-    Session = reg.connect(db or reg.default_url(workspace or reg.WORKSPACE))
-    with Session() as session:
-        sweep = reg.get_sweep(session, name)
-        if sweep is None:
-            known = [s.name for s in reg.all_sweeps(session)]
-            raise ConfigError(f"no sweep '{name}' in {Session.kw['bind'].url}{suggest(name, known)}; "
-                              f"sweeps: {', '.join(known) or 'none'}")
-        done = [c for c in sweep.cells if c.run.status in reg.DONE]
-        if not done:
-            raise ConfigError(f"sweep '{name}' has no finished run yet: run `grpo-lab sweep` first")
-        return frame_from_run_dirs([(c.labels(), Path(c.run.out_dir)) for c in done])

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from grpo_lab.rundir import CONFIG, METRICS, SUMMARY, RunDir
 from grpo_lab.spec.arm import arm_label
 
 COLLAPSE_KINDS = frozenset({"reward_cliff", "repetition", "adv_std_spike", "diversity_collapse",
@@ -193,8 +194,7 @@ def event_metrics(events: pl.DataFrame) -> pl.DataFrame:
 def _schema(folder: Path) -> dict:
     """The metrics.jsonl keys to read for a run: STEP_COLUMNS, eval/pass@<largest k> and
     eval/<task>/pass@1 for the k and tasks its config.json names (k = 1, no tasks without one)."""
-    path = Path(folder) / "config.json"
-    cfg = json.loads(path.read_text()) if path.exists() else {}
+    cfg = RunDir(folder).config() or {}
     tasks = cfg.get("task") or []
     k = max((cfg.get("eval") or {}).get("k") or [1])
     keys = [c for c in STEP_COLUMNS if c != "eval/pass@k"] + [f"eval/pass@{k}"]
@@ -226,9 +226,9 @@ def steps_frame(run_dirs: dict[str, Path]) -> pl.DataFrame:
     and for `series_metrics`. Runs with the same keys are read together."""
     groups: dict[tuple, list[tuple[str, str]]] = {}  # schema -> (path, run_id); a folder may serve two ids
     for run_id, folder in run_dirs.items():
-        path = Path(folder) / "metrics.jsonl"
+        path = RunDir(folder) / METRICS
         if not path.exists():
-            raise FileNotFoundError(f"{path}: no metrics.jsonl; is {folder} a finished run folder?")
+            raise FileNotFoundError(f"{path}: no {METRICS}; is {folder} a finished run folder?")
         groups.setdefault(tuple(_schema(folder).items()), []).append((str(path), run_id))
     parts = []
     for schema, ids in groups.items():
@@ -247,10 +247,8 @@ def events_frame(run_dirs: dict[str, Path]) -> pl.DataFrame:
     (events.jsonl is optional: a run without one contributes no rows)."""
     rows = []
     for run_id, folder in run_dirs.items():
-        path = Path(folder) / "events.jsonl"
-        lines = path.read_text().splitlines() if path.exists() else []
         rows += [{"run_id": run_id, "step": e.get("step"), "kind": e.get("kind"), "value": _num(e.get("value"))}
-                 for e in (json.loads(line) for line in lines if line.strip())]
+                 for e in RunDir(folder).events()]
     return pl.DataFrame(rows, schema={"run_id": pl.String, "step": pl.Int64, "kind": pl.String, "value": pl.Float64})
 
 
@@ -261,12 +259,11 @@ def _num(value) -> float:
 def summary_fields(folder: Path) -> dict:
     """Labels and cost figures of one run folder (config.json, summary.json). Cost keys
     (device_hours, sampling_share, ...) are NaN / None when the summary predates them."""
-    folder = Path(folder)
-    for name in ("config.json", "summary.json"):
-        if not (folder / name).exists():
-            raise FileNotFoundError(f"{folder / name}: missing; is {folder} a finished run folder?")
-    cfg = json.loads((folder / "config.json").read_text())
-    summ = json.loads((folder / "summary.json").read_text())
+    run = RunDir(folder)
+    cfg, summ = run.config(), run.summary()
+    for name, data in ((CONFIG, cfg), (SUMMARY, summ)):
+        if data is None:
+            raise FileNotFoundError(f"{run / name}: missing; is {folder} a finished run folder?")
     task = cfg.get("task", summ.get("task"))
     hours, effective = _num(summ.get("device_hours")), _num(summ.get("effective_samples"))
     cost = _num(summ.get("cost_per_effective_sample", summ.get("cost_per_effective_sample_hours")))

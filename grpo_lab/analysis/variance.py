@@ -31,6 +31,7 @@ from scipy import stats
 from grpo_lab.analysis import paired
 from grpo_lab.analysis.interactions import BASELINE
 from grpo_lab.analysis.paired import two_way
+from grpo_lab.rundir import RunDir
 
 POWER = 0.8
 P_GRID = np.unique(np.round(np.geomspace(10, 20_000, 200)).astype(int))
@@ -96,7 +97,7 @@ def budget(c: dict, hours_train: float, hours_eval: float, delta: float, alpha: 
 
 def run_hours(folder: Path) -> tuple[float, float]:
     """(hours outside eval, hours in eval) of one finished run, from its summary."""
-    summary = json.loads((Path(folder) / "summary.json").read_text())
+    summary = RunDir(folder).summary() or {}
     by_phase = summary.get("device_hours_by_phase") or {}
     total = summary.get("device_hours") or sum(by_phase.values())
     return total - by_phase.get("eval", 0.0), by_phase.get("eval", 0.0)

@@ -28,6 +28,7 @@ def interactions_cmd(
 
     from grpo_lab.analysis import results
     from grpo_lab.analysis.interactions import interactions
+    from grpo_lab.api import sweep_results
     from grpo_lab.views import show_interactions
 
     path = Path(source)
@@ -35,7 +36,7 @@ def interactions_cmd(
         if path.exists() or path.suffix.lower() in results.READERS:
             frame = results.load_results(path)
         else:  # not a file: a sweep name, read from the registry
-            frame = results.sweep_frame(source, workspace)
+            frame = sweep_results(source, workspace)
         table = interactions(frame, metric, delta=delta, logit=logit, variance=variance)
     except ValueError as exc:  # ConfigError included
         fail(ConfigError(escape(str(exc))))

@@ -21,6 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grpo_lab.execution import registry as reg
+from grpo_lab.rundir import RunDir
 from grpo_lab.spec.budget import Calibration, Measured, estimate, fit_calibration
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.spec.model_cards import Hardware, load_card
@@ -34,10 +35,10 @@ def measured(run: reg.Run, hardware: Hardware) -> Measured | None:
     no summary."""
     if run.status not in reg.DONE or len(run.attempts) != 1:
         return None
-    path = Path(run.out_dir) / "summary.json"
-    if not path.exists():
+    summary = RunDir(run.out_dir).summary()
+    if summary is None:
         return None
-    by_phase = json.loads(path.read_text()).get("device_hours_by_phase", {})
+    by_phase = summary.get("device_hours_by_phase", {})
     cfg = RunConfig.model_validate(json.loads(run.config_json))
     phases = {p: sum(by_phase.get(k, 0.0) for k in keys) for p, keys in MEASURED_PHASES.items()}
     phases["fixed"] = max(run.gpu_hours - sum(phases.values()), 0.0)

@@ -63,7 +63,7 @@ def run_sweep(request: SweepRequest, on_event: Events = _quiet) -> SweepResult:
     """Run every pending cell of the request's matrix (idempotent: finished runs are skipped,
     interrupted ones resume); raises ConfigError (PreflightFailed for a red flag) before any
     training when the matrix, the budget, the runner or the registry is wrong."""
-    from grpo_lab.execution.environment import env_snapshot
+    from grpo_lab.util.environment import env_snapshot
     from grpo_lab.execution.lease import Lease
     from grpo_lab.execution.runners import load_profile
     from grpo_lab.spec.matrix import load_matrix

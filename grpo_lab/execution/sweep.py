@@ -23,12 +23,12 @@ from sqlalchemy.orm import Session
 from grpo_lab.execution import calibration
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.base import Job, Outcome, Runner, retryable
+from grpo_lab.rundir import RunDir
 from grpo_lab.spec.arm import Arm, arm_label
 from grpo_lab.spec.config import comparable
 from grpo_lab.spec.matrix import load_matrix
 from grpo_lab.spec.model_cards import load_card
 from grpo_lab.spec.plan import Plan, make_plan, plan_hardware
-from grpo_lab.util.files import read_json
 from grpo_lab.util.yamlio import ConfigError
 
 
@@ -145,7 +145,7 @@ def recover(session: Session, sweep: reg.Sweep) -> int:
 def close_open(session: Session, attempt: reg.Attempt) -> None:
     """End an attempt a stopped driver left open: by its own result when it wrote one after the
     driver died, else as interrupted with its heartbeat's hours."""
-    result = read_json(Path(attempt.run.out_dir) / f"result-{attempt.number}.json")
+    result = RunDir(attempt.run.out_dir).result(attempt.number)
     if result:
         hours = result.get("wall_seconds", 0.0) * attempt.run.devices / 3600
         attempt.start_step = result.get("start_step", attempt.start_step)
@@ -196,7 +196,7 @@ def settle(session: Session, attempt: reg.Attempt, out: Outcome, may_retry: bool
 def heartbeat_hours(attempt: reg.Attempt) -> tuple[float, int | None]:
     """(device-hours, start step) of an attempt that ended without a result, from the run's
     heartbeat when this attempt wrote it last; (0, its provisional start step) otherwise."""
-    beat = read_json(Path(attempt.run.out_dir) / "heartbeat.json") or {}
+    beat = RunDir(attempt.run.out_dir).heartbeat() or {}
     if beat.get("attempt") != attempt.number:
         return 0.0, attempt.start_step
     secs = max(beat.get("updated", 0) - beat.get("started", 0), 0)
@@ -206,7 +206,7 @@ def heartbeat_hours(attempt: reg.Attempt) -> tuple[float, int | None]:
 def start_step(run_dir: Path) -> int:
     """Where the next attempt will likely resume: a provisional value, replaced by the step the
     attempt reports it resumed from (its checkpoint's) when it ends; the heartbeat may be past it."""
-    beat = read_json(run_dir / "heartbeat.json")
+    beat = RunDir(run_dir).heartbeat()
     return int(beat["step"]) if beat else 0
 
 
@@ -216,7 +216,7 @@ def blocked(run: reg.Run) -> str | None:
     last = run.attempts[-1] if run.attempts else None
     if run.status != "failed" or last is None or retryable(last.error):
         return None
-    if not (Path(run.out_dir) / "checkpoint.pt").exists():
+    if not RunDir(run.out_dir).has_checkpoint():
         return None  # the user removed the damaged checkpoint: the run starts over
     return (last.error or "").splitlines()[0]
 
@@ -228,11 +228,10 @@ def sweep_status(counts: dict[str, int]) -> str:
 
 
 def prepare_dir(run: reg.Run) -> Path:
-    run_dir = Path(run.out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if not (run_dir / "config.json").exists():
-        (run_dir / "config.json").write_text(run.config_json)
-    return run_dir
+    folder = RunDir(run.out_dir)
+    if folder.config() is None:
+        folder.write_config(json.loads(run.config_json))
+    return folder.path
 
 
 def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: SweepOptions,

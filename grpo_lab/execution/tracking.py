@@ -24,8 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from grpo_lab.execution.environment import env_snapshot
+from grpo_lab.util.environment import env_snapshot
 from grpo_lab.execution.registry import WORKSPACE
+from grpo_lab.rundir import CONFIG, EVENTS, SUMMARY, RunDir
 from grpo_lab.util.dicts import flatten
 
 if TYPE_CHECKING:
@@ -97,23 +98,6 @@ def _joined(v: Any, empty: str = "") -> str:
     if isinstance(v, (list, tuple)):
         return "+".join(map(str, v)) or empty
     return empty if v is None else str(v)
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL file; a torn last line (run killed mid-write) is skipped."""
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
 
 
 def step_metrics(rows: Iterable[dict[str, Any]], timestamp_ms: int) -> tuple[list[Metric], list[str]]:
@@ -315,7 +299,8 @@ class Tracker:
         """Identity tags (labels win over summary.json, which wins over config.json), status,
         attempt, summary/attempt strings, the parent link and the env snapshot."""
         parent = self.client.get_run(parent_run_id).data.tags
-        config, summary = _read_json(run_dir / "config.json"), _read_json(run_dir / "summary.json")
+        folder = RunDir(run_dir)
+        config, summary = folder.config() or {}, folder.summary() or {}
         ident: dict[str, Any] = {"run_id": run_dir.name, "matrix": parent.get("matrix", "")}
         for source in (config, summary, labels):
             ident |= {k: v for k, v in source.items() if k in IDENTITY}
@@ -332,14 +317,15 @@ class Tracker:
         of step metrics that had non-finite values (not loggable, so recorded as tags)."""
         from mlflow.entities import Metric
 
-        self._log_params(run_id, flatten(_read_json(run_dir / "config.json")))
+        folder = RunDir(run_dir)
+        self._log_params(run_id, flatten(folder.config() or {}))
         now = int(time.time() * 1000)
-        metrics, bad = step_metrics(_read_jsonl(run_dir / "metrics.jsonl"), now)
-        metrics += [Metric(k, x, now, 0) for k, x in summary_metrics(_read_json(run_dir / "summary.json")).items()]
+        metrics, bad = step_metrics(folder.metrics(), now)
+        metrics += [Metric(k, x, now, 0) for k, x in summary_metrics(folder.summary() or {}).items()]
         metrics += [Metric(metric_key(f"attempt/{k}"), x, now, 0) for k, v in attempt_info.items()
                     if k not in ("attempt", "started_at", "ended_at")
                     and (x := _number(v)) is not None and math.isfinite(x)]
-        for e in _read_jsonl(run_dir / "events.jsonl"):
+        for e in folder.events():
             value = _number(e.get("value"))
             value = value if value is not None and math.isfinite(value) else 1.0  # the alarm fired
             metrics.append(Metric(metric_key(f"alarm/{e.get('kind', 'unknown')}"), value, now, int(e.get("step", 0))))
@@ -348,12 +334,13 @@ class Tracker:
 
     def _log_files(self, run_id: str, run_dir: Path) -> None:
         """Artifacts: config/summary/events files, eval completions and alarms as MLflow tables."""
-        for name in ("config.json", "summary.json", "events.jsonl"):
-            if (run_dir / name).is_file():
-                self.client.log_artifact(run_id, str(run_dir / name))
-        for step, table in sorted(completion_tables(_read_jsonl(run_dir / "completions.jsonl")).items()):
+        folder = RunDir(run_dir)
+        for name in (CONFIG, SUMMARY, EVENTS):
+            if (folder / name).is_file():
+                self.client.log_artifact(run_id, str(folder / name))
+        for step, table in sorted(completion_tables(folder.completions()).items()):
             self.client.log_table(run_id, data=table, artifact_file=f"eval/completions_step_{step}.json")
-        if events := _read_jsonl(run_dir / "events.jsonl"):
+        if events := folder.events():
             self.client.log_table(run_id, data=_columns(events), artifact_file="alarms/events.json")
 
     def _find(self, tags: dict[str, str]) -> Any:

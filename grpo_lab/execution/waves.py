@@ -24,6 +24,7 @@ from grpo_lab.analysis import decide as dec
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.base import Runner
 from grpo_lab.execution.sweep import SweepOptions, execute_sweep, totals
+from grpo_lab.rundir import RunDir
 from grpo_lab.spec.matrix import Cell
 from grpo_lab.spec.model_cards import load_card
 from grpo_lab.spec.plan import Plan
@@ -55,9 +56,9 @@ def observe(sweep: reg.Sweep) -> tuple[dict, dict, dict]:
     for cell in sweep.cells:
         arm = (cell.model, cell.task, arm_key(cell.tricks))
         seeds[arm] = seeds.get(arm, 0) + 1
-        summary = Path(cell.run.out_dir) / "summary.json"
-        if cell.run.status in reg.DONE and summary.exists():
-            final = json.loads(summary.read_text()).get("final") or {}
+        summary = RunDir(cell.run.out_dir).summary() if cell.run.status in reg.DONE else None
+        if summary is not None:
+            final = summary.get("final") or {}
             if METRIC in final:
                 scores.setdefault(arm[:2], {}).setdefault(arm[2], {})[cell.seed] = float(final[METRIC])
                 hours.setdefault(arm, []).append(cell.run.gpu_hours)

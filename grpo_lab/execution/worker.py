@@ -24,8 +24,8 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
+from grpo_lab.rundir import CONFIG, LOCK, RunDir
 from grpo_lab.spec.config import RunConfig
-from grpo_lab.util.files import read_json, write_json
 
 PREEMPT_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: try again later, which is what the sweep does
@@ -51,7 +51,7 @@ def preemptible():
 @contextmanager
 def locked(run_dir: Path):
     """Exclusive lock on the run folder; waits for an orphaned attempt to end first."""
-    with open(run_dir / ".lock", "w") as fh:
+    with open(RunDir(run_dir) / LOCK, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -61,7 +61,8 @@ def locked(run_dir: Path):
 
 def finished_summary(run_dir: Path) -> dict | None:
     """The run's summary if a previous attempt completed it, else None."""
-    summary, config = read_json(run_dir / "summary.json"), read_json(run_dir / "config.json")
+    folder = RunDir(run_dir)
+    summary, config = folder.summary(), folder.config()
     if summary and config and summary.get("run_id") == _run_id(config):
         return summary
     return None
@@ -87,8 +88,8 @@ def train_launched(cfg, run_dir: Path, n: int) -> dict:
 
     from grpo_lab.trainer.launch import command
 
-    done = subprocess.run(command(run_dir / "config.json", run_dir, n), check=False)
-    summary = read_json(run_dir / "summary.json")
+    done = subprocess.run(command(RunDir(run_dir) / CONFIG, run_dir, n), check=False)
+    summary = RunDir(run_dir).summary()
     if done.returncode != 0 or summary is None:
         raise RuntimeError(f"{n}-process training exited with code {done.returncode}; see the attempt log")
     return summary
@@ -109,15 +110,15 @@ def execute(run_dir: str | Path, attempt: int, devices: int = 1) -> dict:
         try:
             summary = reused = finished_summary(run_dir)
             if summary is None:
-                cfg = RunConfig.model_validate(read_json(run_dir / "config.json"))
+                cfg = RunConfig.model_validate(RunDir(run_dir).config())
                 beat = {"attempt": attempt, "started": t0, "host": host, "steps": cfg.steps}
 
                 def on_step(step: int, metrics: dict) -> None:
                     # the first step of this attempt is where it resumed (its checkpoint's step)
                     beat.setdefault("start_step", step)
                     result["start_step"] = beat["start_step"]
-                    write_json(run_dir / "heartbeat.json", {**beat, "updated": time.time(), "step": step + 1,
-                                                            "reward": metrics.get("reward/mean")})
+                    RunDir(run_dir).write_heartbeat({**beat, "updated": time.time(), "step": step + 1,
+                                                     "reward": metrics.get("reward/mean")})
 
                 n = processes(cfg, devices)
                 summary = (train(cfg, run_dir, on_step=on_step, preempt=preempt) if n == 1
@@ -133,7 +134,7 @@ def execute(run_dir: str | Path, attempt: int, devices: int = 1) -> dict:
         # accounted at what its summary says it cost, not the second spent finding it.
         result["wall_seconds"] = reused.get("wall_seconds", 0.0) if reused else time.time() - t0
         result["reused"] = reused is not None
-        write_json(run_dir / f"result-{attempt}.json", result)
+        RunDir(run_dir).write_result(attempt, result)
     return result
 
 

@@ -16,11 +16,11 @@ from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_lab.models.codec import HFCodec
+from grpo_lab.spec.model_cards import hub_offline
 
 # transformers renamed `torch_dtype` to `dtype` in 4.56 and warns about the old spelling in 5.x.
 _DTYPE_KWARG = "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
 
-_TRUTHY = {"1", "true", "yes", "on"}
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -43,17 +43,6 @@ class LoraSpec(BaseModel):
 def dtype_kwargs(dtype: torch.dtype) -> dict[str, torch.dtype]:
     """The from_pretrained keyword for a dtype, spelt as the installed transformers expects."""
     return {_DTYPE_KWARG: dtype}
-
-
-def hub_offline() -> bool:
-    """True when the user asked for no network (HF_HUB_OFFLINE or the older TRANSFORMERS_OFFLINE).
-
-    Read at call time, not import time, so a test or a runner can switch it per process.
-    """
-    return any(
-        os.environ.get(var, "").strip().lower() in _TRUTHY
-        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-    )
 
 
 def _not_found(name_or_path: str, offline: bool, cause: Exception) -> ModelNotFoundError:

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_lab.execution.environment import environment
+from grpo_lab.util.environment import environment
 from grpo_lab.preflight.checks import Check
 from grpo_lab.preflight.diversity import (
     diversity_checks,

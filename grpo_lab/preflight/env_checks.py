@@ -1,11 +1,11 @@
-"""The software environment (grpo_lab.execution.environment) against a pinned snapshot (docs/study.md: pin Python,
+"""The software environment (grpo_lab.util.environment) against a pinned snapshot (docs/study.md: pin Python,
 PyTorch, vLLM, CUDA)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from grpo_lab.execution.environment import package_version
+from grpo_lab.util.environment import package_version
 from grpo_lab.preflight.checks import Check
 
 

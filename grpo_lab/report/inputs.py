@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from grpo_lab.rundir import RunDir
 from grpo_lab.spec.arm import BASELINE
 
 if TYPE_CHECKING:
@@ -137,14 +138,14 @@ def mixed_bases(rows: list[tuple[str, str, str | None]]) -> list[str]:
 
 
 def _summary(cell: reg.SweepRun) -> dict:
-    return json.loads((Path(cell.run.out_dir) / "summary.json").read_text())
+    return RunDir(cell.run.out_dir).summary() or {}
 
 
 def _done_cells(sweep: reg.Sweep) -> list[reg.SweepRun]:
     from grpo_lab.execution.registry import DONE
 
     return [c for c in sorted(sweep.cells, key=lambda c: c.position)
-            if c.run.status in DONE and (Path(c.run.out_dir) / "summary.json").exists()]
+            if c.run.status in DONE and RunDir(c.run.out_dir).finished()]
 
 
 def _phase_hours(cells: list[reg.SweepRun]) -> dict[str, float]:

@@ -38,7 +38,7 @@ class RewardFunction:
 
 def load_function(path: str) -> Callable[..., Any]:
     """The callable at ``module:name`` or ``file.py:name``, with its signature checked."""
-    from grpo_lab.tasks.registry import load_object
+    from grpo_lab.util.loading import load_object
 
     fn = load_object(path, "reward function")
     if not callable(fn):

@@ -7,6 +7,7 @@ import), so model cards and hardware profiles are read here; grpo_lab.models loa
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -82,6 +83,20 @@ def known(kind: str) -> list[str]:
     return names("experiments", kind)
 
 
+_TRUTHY = {"1", "true", "yes", "on"}
+
+
+def hub_offline() -> bool:
+    """True when the user asked for no network (HF_HUB_OFFLINE or the older TRANSFORMERS_OFFLINE).
+
+    Read at call time, not import time, so a test or a runner can switch it per process.
+    """
+    return any(
+        os.environ.get(var, "").strip().lower() in _TRUTHY
+        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
 @lru_cache(maxsize=64)
 def load_card(name: str) -> ModelCard:
     """The card `name` (or a card file); a name without a card that looks like a Hugging Face id
@@ -115,10 +130,6 @@ def check_available(card: ModelCard, timeout: float = 5.0) -> None:
         return
     import huggingface_hub as hub
     from huggingface_hub.errors import RepositoryNotFoundError
-
-    from grpo_lab.models.hf import (
-        hub_offline,  # called by `run` only, which loads torch anyway
-    )
 
     if isinstance(hub.try_to_load_from_cache(card.path, "config.json"), str):
         return

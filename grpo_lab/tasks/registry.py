@@ -9,16 +9,15 @@ identity is its import path plus a hash of its source file, so editing a plugin 
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
 import inspect
 import posixpath
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable
+
+from grpo_lab.util.loading import load_object
 
 ENTRY_POINT_GROUP = "grpo_lab.tasks"
 FAMILIES = {"rg": "reasoning-gym datasets: rg:<dataset>, e.g. rg:leg_counting"}
@@ -45,45 +44,6 @@ def builtin_tasks() -> dict[str, type]:
 def installed_entry_points() -> dict[str, Any]:
     """Entry points of the ``grpo_lab.tasks`` group, by name (not loaded)."""
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
-def load_object(path: str, what: str = "object") -> Any:
-    """``pkg.module:Name`` or ``path/to/file.py:Name``; a one-line ValueError when it cannot load."""
-    if path.count(":") != 1 or not all(path.split(":")):
-        raise ValueError(f"{what} {path!r}: expected 'module:name' or 'file.py:name'")
-    module_name, attr = path.split(":")
-    try:
-        module = _import(module_name)
-    except ModuleNotFoundError as e:
-        raise ValueError(f"{what} {path!r}: no module named {e.name!r} (is it installed or on PYTHONPATH?)") from None
-    except FileNotFoundError:
-        raise ValueError(f"{what} {path!r}: no file {module_name!r}") from None
-    except Exception as e:  # a plugin that fails to import: its own error, on one line
-        raise ValueError(f"{what} {path!r}: importing it failed: {type(e).__name__}: {e}") from None
-    if not hasattr(module, attr):
-        from grpo_lab.util.yamlio import suggest
-        public = [n for n in vars(module) if not n.startswith("_")]
-        raise ValueError(f"{what} {path!r}: module {module_name!r} has no {attr!r}{suggest(attr, public)}")
-    return getattr(module, attr)
-
-
-def _import(module_name: str):
-    if not module_name.endswith(".py"):
-        return importlib.import_module(module_name)
-    file = Path(module_name).resolve()
-    if not file.is_file():
-        raise FileNotFoundError(module_name)
-    key = f"grpo_lab_plugin_{hashlib.sha1(str(file).encode()).hexdigest()[:10]}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, file)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[key]
-            raise
-    return sys.modules[key]
 
 
 def source_hash(obj: Any) -> str | None:

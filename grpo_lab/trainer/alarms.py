@@ -16,6 +16,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from grpo_lab.rundir import EVENTS, METRICS, RunDir
 from grpo_lab.spec.config import ALARM_KINDS, AlarmsConfig
 from grpo_lab.trainer.checkpoint import MetricsLog
 
@@ -198,9 +199,9 @@ class AlarmMonitor:
 
     def __init__(self, cfg: AlarmsConfig, out_dir: Path, start_step: int):
         self.cfg = cfg
-        self.path = Path(out_dir) / "events.jsonl"
+        self.path = RunDir(out_dir) / EVENTS
         self.history = [{k: r[k] for k in WATCHED if k in r}
-                        for r in _read(Path(out_dir) / "metrics.jsonl", start_step)]
+                        for r in _read(RunDir(out_dir) / METRICS, start_step)]
         events = _read(self.path, start_step)
         self.path.write_text("".join(json.dumps(e) + "\n" for e in events))
         self.last_fired = {e["kind"]: e["step"] for e in events}

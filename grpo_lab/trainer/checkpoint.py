@@ -14,7 +14,9 @@ from pathlib import Path
 
 import torch
 
-NAME = "checkpoint.pt"
+from grpo_lab.rundir import CHECKPOINT, COMPLETIONS, METRICS, RunDir
+
+NAME = CHECKPOINT
 
 
 def save(run, next_step: int, out_dir: Path) -> None:
@@ -85,11 +87,11 @@ def load(run, out_dir: Path) -> bool:
 
 
 class MetricsLog:
-    """metrics.jsonl (one line per step) and completions.jsonl (eval samples)."""
+    """metrics.jsonl (one line per step) and completions.jsonl (eval samples) of a run folder."""
 
-    def __init__(self, path: Path, keep_below: int):
-        self.path = path
-        self.examples_path = path.with_name("completions.jsonl")
+    def __init__(self, folder: RunDir, keep_below: int):
+        self.path = folder / METRICS
+        self.examples_path = folder / COMPLETIONS
         for p in (self.path, self.examples_path):
             if p.exists():
                 kept = [ln for ln in p.read_text().splitlines() if ln.strip() and self._step(ln) < keep_below]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from grpo_lab.rundir import RunDir
 from grpo_lab.rollout.base import Rollout
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.trainer import checkpoint
@@ -258,8 +259,8 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None) -> dict:
     attempt, so the summary's device-hours cover the whole run (minus work lost after the last
     checkpoint of a killed attempt, which neither counts)."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "config.json").write_text(json.dumps(cfg.model_dump(mode="json"), indent=2))
+    folder = RunDir(out_dir)
+    folder.write_config(cfg.model_dump(mode="json"))
     t_start = time.perf_counter()
     run = setup(cfg, out_dir)
     timer = Timer()
@@ -273,7 +274,7 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None) -> dict:
     if run.base_eval is None:
         with timer("eval"):
             run.base_eval, _ = run.evaluate(-1, out_dir)
-    log = checkpoint.MetricsLog(out_dir / "metrics.jsonl", keep_below=run.start_step)
+    log = checkpoint.MetricsLog(folder, keep_below=run.start_step)
     monitor = AlarmMonitor(cfg.alarms, out_dir, run.start_step)
     stop = None
     for step in range(run.start_step, cfg.steps):
@@ -305,5 +306,5 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None) -> dict:
                 log.examples(step, examples)
             break
     summary = run.summary(timer.total, wall(), stop, monitor.counts)
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    folder.write_summary(summary)
     return summary

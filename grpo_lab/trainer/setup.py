@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import json
 import platform
 import random
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from grpo_lab.rundir import BASE_EVAL, RunDir
 from grpo_lab.models import load_card, load_model, weights_digest
 from grpo_lab.rollout import make_engine
 from grpo_lab.spec.config import RunConfig
@@ -69,9 +69,8 @@ class RunState:
                                                   self.cfg.eval, self.cfg.sampling.max_new_tokens,
                                                   seed=EVAL_SEED + max(step, 0))
         if self.backend.rank == 0:
-            (out_dir / "eval").mkdir(exist_ok=True)
-            name = "base" if step < 0 else f"{step + 1:06d}"  # named by steps trained, as the summary counts
-            (out_dir / "eval" / f"problems-{name}.json").write_text(json.dumps({"step": step, "rows": per_problem}))
+            name = BASE_EVAL if step < 0 else f"{step + 1:06d}"  # named by steps trained, as the summary counts
+            RunDir(out_dir).write_problems(name, step, per_problem)
         return metrics, examples
 
     def summary(self, timing: dict, wall: float, stop_reason: str | None = None, alarms: dict | None = None) -> dict:

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.lease import Lease
-from grpo_lab.execution.environment import env_snapshot
+from grpo_lab.util.environment import env_snapshot
 from grpo_lab.execution.sweep import recover, totals
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.spec.matrix import DEFAULT_HARDWARE

@@ -23,7 +23,7 @@ from grpo_lab.execution import registry as reg
 from grpo_lab.execution.sweep import start_step
 from grpo_lab.execution.worker import finished_summary, locked
 from grpo_lab.spec.config import RunConfig
-from grpo_lab.util.files import write_json
+from grpo_lab.rundir import RunDir
 
 OnStep = Callable[[int, dict], None]  # may raise optuna.TrialPruned
 
@@ -75,8 +75,8 @@ def train_in(run_dir: Path, cfg: RunConfig, attempt: int, devices: int, on_step:
     beat = {"attempt": attempt, "started": t0, "host": host, "steps": cfg.steps}
 
     def step_hook(step: int, metrics: dict) -> None:
-        write_json(run_dir / "heartbeat.json", {**beat, "updated": time.time(), "step": step + 1,
-                                                "reward": metrics.get("reward/mean")})
+        RunDir(run_dir).write_heartbeat({**beat, "updated": time.time(), "step": step + 1,
+                                         "reward": metrics.get("reward/mean")})
         on_step(step, metrics)
 
     summary, error = None, None
@@ -89,6 +89,6 @@ def train_in(run_dir: Path, cfg: RunConfig, attempt: int, devices: int, on_step:
         except Exception as exc:  # noqa: BLE001 - a failed trial is recorded; the tune goes on
             status, error = "failed", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
         wall = time.time() - t0
-        write_json(run_dir / f"result-{attempt}.json", {"attempt": attempt, "host": host, "status": status,
-                                                         "error": error, "summary": summary, "wall_seconds": wall})
+        RunDir(run_dir).write_result(attempt, {"attempt": attempt, "host": host, "status": status,
+                                                "error": error, "summary": summary, "wall_seconds": wall})
     return Outcome(status, summary, wall * devices / 3600, error)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from grpo_lab.execution import tracking
-from grpo_lab.execution.environment import env_snapshot
+from grpo_lab.util.environment import env_snapshot
 from grpo_lab.execution.tracking import (
     Tracker,
     completion_tables,

@@ -8,7 +8,7 @@ import torch
 from typer.testing import CliRunner
 
 from grpo_lab.cli import app
-from grpo_lab.execution.environment import environment
+from grpo_lab.util.environment import environment
 from grpo_lab.preflight import preflight
 from grpo_lab.preflight.env_checks import environment_checks
 from grpo_lab.preflight.reward_signal import Component, component_stats, reward_checks

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from grpo_lab.execution.runners.base import Job, Outcome, outcome_from
-from grpo_lab.util.files import read_json
+from grpo_lab.rundir import RunDir
 
 
 def visible_gpus() -> list[int]:
@@ -56,7 +56,7 @@ class LocalRunner:
                 raise RuntimeError(f"run {job.run_id} needs {job.devices} GPUs, {len(self.free_gpus)} are free")
             gpus, self.free_gpus = self.free_gpus[: job.devices], self.free_gpus[job.devices:]
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
-        log = open(Path(job.run_dir) / f"attempt-{job.attempt}.log", "ab")
+        log = open(RunDir(job.run_dir).attempt_log(job.attempt), "ab")
         cmd = [sys.executable, "-m", "grpo_lab.execution.worker", str(job.run_dir), str(job.attempt), str(job.devices)]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
         self.procs[job.run_id] = (job, proc, gpus, time.time(), log)
@@ -73,8 +73,8 @@ class LocalRunner:
         job, proc, gpus, t0, log = self.procs.pop(run_id)
         log.close()
         self.free_gpus += gpus
-        result = read_json(Path(job.run_dir) / f"result-{job.attempt}.json")
-        tail = _tail(Path(job.run_dir) / f"attempt-{job.attempt}.log")
+        result = RunDir(job.run_dir).result(job.attempt)
+        tail = _tail(RunDir(job.run_dir).attempt_log(job.attempt))
         return outcome_from(job, result, f"worker exited with code {proc.returncode} and no result:\n{tail}",
                             time.time() - t0)
 

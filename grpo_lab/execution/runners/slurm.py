@@ -19,7 +19,7 @@ from pathlib import Path
 
 from grpo_lab.execution.runners.base import Job, Outcome, SlurmOptions, outcome_from
 from grpo_lab.execution.worker import execute
-from grpo_lab.util.files import read_json
+from grpo_lab.rundir import RunDir
 
 
 def live_jobs() -> set[str] | None:
@@ -128,7 +128,7 @@ class SlurmRunner:
                 error = f"slurm job {handle.job_id} failed: {type(exc).__name__}: {str(exc)[:300]}"
         else:
             error = f"slurm job {handle.job_id} left the queue without a result (scancel, node failure, time limit)"
-        result = read_json(Path(job.run_dir) / f"result-{job.attempt}.json")  # the worker's own word, if it got there
+        result = RunDir(job.run_dir).result(job.attempt)  # the worker's own word, if it got there
         return outcome_from(job, result, error, time.time() - t0) if result else \
             Outcome(job, "interrupted", error, None, time.time() - t0)
 

@@ -4,7 +4,7 @@ import importlib.metadata
 import socket
 import sys
 
-from grpo_lab.execution.environment import PINNED_PACKAGES, env_snapshot, environment
+from grpo_lab.util.environment import PINNED_PACKAGES, env_snapshot, environment
 
 
 def test_env_snapshot_reads_versions_without_network():
