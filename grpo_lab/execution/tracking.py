@@ -201,10 +201,16 @@ def _create_store(uri: str) -> None:
     """Create a SQLite store with its Default experiment's artifacts beside the DB: created by
     MlflowClient, Default would point at ./mlruns of the current directory."""
     root = artifact_root(uri, "")
-    if root is not None:
-        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    if root is None:
+        return
+    db = Path(uri.removeprefix("sqlite:///"))
+    if db.is_dir():  # MLflow would retry opening it for about 100 s before failing
+        raise OSError(f"MLflow store {uri}: {db} is a folder, not a SQLite file")
+    if db.exists():
+        return
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-        SqlAlchemyStore(uri, root.rstrip("/"))
+    SqlAlchemyStore(uri, root.rstrip("/"))
 
 
 class Tracker:
