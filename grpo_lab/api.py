@@ -37,8 +37,7 @@ def sweep(matrix: str | Path, on_event=None, **options: Any):
     **data)` receives the driver's events (execution/driver.py). Returns the SweepResult."""
     from grpo_lab.execution.driver import SweepRequest, run_sweep
 
-    request = SweepRequest(matrix=Path(matrix), **options)
-    return run_sweep(request, on_event) if on_event else run_sweep(request)
+    return run_sweep(SweepRequest(matrix=Path(matrix), **options), on_event)
 
 
 def report_sweep(sweep_name: str, out: str | Path | None = None, workspace: str | Path = WORKSPACE,

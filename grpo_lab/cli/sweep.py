@@ -34,15 +34,11 @@ def plan(
 
     from rich.markup import escape
 
-    from grpo_lab.execution.calibration import from_registry
-    from grpo_lab.spec.matrix import load_matrix
-    from grpo_lab.spec.plan import make_plan, plan_hardware
+    from grpo_lab.api import plan as make_plan
     from grpo_lab.views import plan_lines, show_plan
 
     try:
-        spec = load_matrix(matrix)
-        measured = from_registry(db, workspace, plan_hardware(spec, hardware))
-        p = make_plan(spec, hardware, name=matrix.stem, calibrations=measured)
+        p = make_plan(matrix, hardware, workspace, db)
     except ConfigError as exc:
         fail(ConfigError(escape(str(exc))))  # '[a, b]' in a message is not markup
     if as_json or cells:  # streamed: a plan can have hundreds of thousands of cells

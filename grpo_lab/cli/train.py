@@ -29,7 +29,6 @@ def run(
     """Train one GRPO run; writes metrics.jsonl and summary.json."""
     from grpo_lab.execution.driver import check_runnable
     from grpo_lab.spec.arm import arm_label
-    from grpo_lab.rewards.sandbox import SandboxError
     from grpo_lab.spec.config import load_config
     from grpo_lab.spec.tricks import trick_notes
     from grpo_lab.trainer.grpo import train
@@ -38,7 +37,7 @@ def run(
     try:  # every check before anything is written: a bad name leaves no run folder behind
         cfg = load_config(config, set_)
         check_runnable([cfg])
-    except (ConfigError, SandboxError) as exc:
+    except ConfigError as exc:  # check_runnable reports a missing sandbox as one too
         fail(exc)
     for note in trick_notes(cfg.tricks):
         console.print(f"[yellow]warning:[/] {note}")

@@ -59,7 +59,7 @@ def _quiet(kind: str, **data) -> None:
     """The default listener: a library call prints nothing."""
 
 
-def run_sweep(request: SweepRequest, on_event: Events = _quiet) -> SweepResult:
+def run_sweep(request: SweepRequest, on_event: Events | None = None) -> SweepResult:
     """Run every pending cell of the request's matrix (idempotent: finished runs are skipped,
     interrupted ones resume); raises ConfigError (PreflightFailed for a red flag) before any
     training when the matrix, the budget, the runner or the registry is wrong."""
@@ -68,6 +68,7 @@ def run_sweep(request: SweepRequest, on_event: Events = _quiet) -> SweepResult:
     from grpo_lab.execution.runners import load_profile
     from grpo_lab.spec.matrix import load_matrix
 
+    on_event = on_event or _quiet
     opts = request.options()
     plan = plan_for(Path(request.matrix), opts)
     profile = load_profile(request.runner or load_matrix(request.matrix).runner)
