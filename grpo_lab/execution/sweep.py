@@ -245,7 +245,8 @@ def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
     todo = [c for c in cells if c.run.status not in reg.DONE and c.run_id not in result.blocked]
     result.skipped = len(cells) - len(todo) - len(result.blocked)
     running = adopt(session, todo, runner)
-    todo = [c for c in todo if c.run_id not in running]
+    # a job that ended after its driver was killed closed its attempt by its own result just now
+    todo = [c for c in todo if c.run_id not in running and c.run.status not in reg.DONE]
     tries = {rid: int(rid in running) for rid in by_run}
     host = socket.gethostname()
     notify = on_event or (lambda *a: None)

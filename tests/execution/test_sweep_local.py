@@ -79,3 +79,19 @@ def test_over_budget_plan_is_refused_unless_allowed(tmp_path):
     with pytest.raises(ConfigError, match="--allow-over-budget"):
         plan_for(matrix, SweepOptions(workspace=tmp_path / "ws"))
     assert plan_for(matrix, SweepOptions(workspace=tmp_path / "ws", allow_over_budget=True)).fits is False
+
+
+def test_job_that_finished_after_its_driver_died_is_closed_by_its_result_not_run_again(tmp_path):
+    matrix = write_matrix(tmp_path, "late", tricks=["baseline"])
+    _, sweep, session = sweep_once(matrix, tmp_path / "ws")
+    run = sweep.cells[0].run
+    attempt = run.attempts[0]
+    # what a killed driver leaves when its scheduler job ends before the restart looks at the queue
+    attempt.status, attempt.job_id, attempt.ended_at, run.status = "running", "4242", None, "pending"
+    session.commit()
+    session.close()
+    again, sweep, _ = sweep_once(matrix, tmp_path / "ws")
+    run = sweep.cells[0].run
+    assert again.executed == [] and again.counts["finished"] == 1
+    assert [(a.status, a.job_id) for a in run.attempts] == [("finished", "4242")]
+    assert run.attempts[0].gpu_hours > 0  # its hours come from the result it wrote
