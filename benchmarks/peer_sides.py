@@ -54,7 +54,7 @@ def grpo_lab_learn(cfg: RunConfig, out: Path) -> dict:
 
     t = time.perf_counter()
     summary = train(cfg, out)
-    return {"side": "grpo-lab", "base": summary["base"]["eval/pass@1"], "final": summary["final"]["eval/pass@1"],
+    return {"side": "grpo-lab", "base": summary.base["eval/pass@1"], "final": summary.final["eval/pass@1"],
             "wall_s": time.perf_counter() - t, "out": str(out)}
 
 

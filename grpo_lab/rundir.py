@@ -7,7 +7,7 @@ Its file names and its readers live here; nobody else opens these files by name.
     completions.jsonl  at each eval, prompts with sampled completions and rewards
     events.jsonl       alarm events
     eval/problems-<step>.json   per-problem records of an eval (step zero-padded; "base" before training)
-    summary.json       written once, when the run ends: base and final eval, hours per phase, ...
+    summary.json       written once, when the run ends (Summary): base and final eval, hours per phase, ...
     heartbeat.json     the worker's progress after every step (attempt, started, updated, step, steps)
     result-<n>.json    what attempt n's worker reported (status, error, summary, wall seconds, host)
     attempt-<n>.log    attempt n's output (local runner)
@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grpo_lab.util.files import read_json, write_json
 
@@ -47,6 +49,71 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+class Summary(BaseModel):
+    """summary.json: what a run that ended (finished, or stopped by an alarm) reports. The trainer
+    writes it once; the worker, tune, the MLflow mirror, analysis, the report and `status` read it.
+
+    The field names (aliases where a key is not an identifier) and their order are the file's keys,
+    which committed reports and MLflow metric names depend on. Every field has a default so a folder
+    written before a field existed still reads: its readers see None or empty, not a missing file.
+    Unknown keys are ignored rather than kept or refused: a folder a newer version wrote still
+    reads as what this version understands, and the trainer here writes no key the model lacks.
+    """
+
+    model_config = ConfigDict(extra="ignore", validate_by_name=True, validate_by_alias=True,
+                              serialize_by_alias=True)
+
+    run_id: str | None = Field(None, description="the run's id: the hash of its resolved config (RunConfig.run_id)")
+    model: str | None = Field(None, description="model card name, Hugging Face id or local folder")
+    task: list[str] = Field([], description="the run's tasks")
+    tricks: list[str] = Field([], description="catalog tricks applied over the config, in order")
+    seed: int | None = Field(None, description="the run's seed")
+    steps: int | None = Field(None, description="training steps configured")
+    base: dict[str, float] | None = Field(
+        None, description="eval metrics before training (eval/<metric>, eval/<task>/<metric>)")
+    final: dict[str, float] = Field(
+        {}, description="eval metrics of the last eval: at the last step, or where an alarm stopped the run")
+    delta_pass_at_1: float | None = Field(
+        None, alias="delta_pass@1", description="final minus base eval/pass@1 (a missing one counts as 0)")
+    stopped: bool = Field(False, description="an alarm listed in alarms.stop_on ended the run early")
+    stop_reason: str | None = Field(None, description="which alarm stopped the run, at which step")
+    alarms: dict[str, int] = Field({}, description="alarm kind -> times it fired")
+    wall_seconds: float | None = Field(
+        None, description="wall time of the run over all its attempts (each up to its last checkpoint)")
+    devices: int | None = Field(None, description="devices the run held (the card's gpus on CUDA, else 1)")
+    unit: str | None = Field(None, description="what a device-hour is: gpu-hours, or device-hours (<type>) off CUDA")
+    phase_seconds: dict[str, float] = Field(
+        {}, description="wall seconds per phase (setup, rollout, reward, ..., idle); they sum to wall_seconds")
+    device_hours_by_phase: dict[str, float] = Field(
+        {}, description="phase_seconds * devices / 3600 per phase")
+    device_hours: float | None = Field(None, description="wall_seconds * devices / 3600: what the run cost")
+    sampling_share: float | None = Field(None, description="share of wall time spent in rollout and reward")
+    cost_per_effective_sample_hours: float | None = Field(
+        None, description="device_hours per effective sample (None when no sample was effective)")
+    price_per_gpu_hour: float | None = Field(
+        None, description="always None here: money is the sweep layer's, which knows the hardware's price")
+    tokens_generated: int | None = Field(None, description="completion tokens sampled for training")
+    tokens_trained: int | None = Field(None, description="tokens the policy was trained on")
+    effective_samples: int | None = Field(
+        None, description="samples that moved the policy (not masked, in a group whose rewards varied)")
+    device: str | None = Field(None, description="the torch device trained on")
+    host: str | None = Field(None, description="the machine that wrote the summary")
+    base_weights: str | None = Field(None, description="digest of the policy's weights before training")
+    cpu_kernels: str | None = Field(
+        None, description="torch's CPU capability (AVX512, AVX2): it changes the tiny model's warm start")
+
+    @classmethod
+    def parse(cls, data: Any) -> Summary | None:
+        """A summary from its JSON form (summary.json, or a result file's copy); None when it is
+        missing or not a summary (a torn or foreign file)."""
+        if data is None:
+            return None
+        try:
+            return cls.model_validate(data)
+        except ValidationError:
+            return None
+
+
 class RunDir:
     """One run's folder."""
 
@@ -63,8 +130,8 @@ class RunDir:
     def config(self) -> dict | None:
         return read_json(self.path / CONFIG)
 
-    def summary(self) -> dict | None:
-        return read_json(self.path / SUMMARY)
+    def summary(self) -> Summary | None:
+        return Summary.parse(read_json(self.path / SUMMARY))
 
     def heartbeat(self) -> dict | None:
         return read_json(self.path / HEARTBEAT)
@@ -104,8 +171,8 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         write_json(self.path / CONFIG, config)
 
-    def write_summary(self, summary: dict) -> None:
-        write_json(self.path / SUMMARY, summary)
+    def write_summary(self, summary: Summary) -> None:
+        write_json(self.path / SUMMARY, summary.model_dump(mode="json"))
 
     def write_result(self, attempt: int, result: dict) -> None:
         write_json(self.path / f"result-{attempt}.json", result)

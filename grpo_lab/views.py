@@ -15,7 +15,7 @@ from rich.table import Table
 
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.base import Outcome
-from grpo_lab.rundir import RunDir
+from grpo_lab.rundir import RunDir, Summary
 from grpo_lab.spec.budget import fmt_hours
 from grpo_lab.spec.plan import Plan
 from grpo_lab.util.files import read_json
@@ -163,10 +163,9 @@ def sweeps_table(session, sweeps: list[reg.Sweep]) -> Table:
 def pass_at_1(cell: reg.SweepRun) -> tuple[float, float] | None:
     """(base, final) test pass@1 of a finished cell, from its summary."""
     summary = RunDir(cell.run.out_dir).summary() if cell.run.status in reg.DONE else None
-    base, final = ((summary or {}).get(k) or {} for k in ("base", "final"))
-    if "eval/pass@1" not in base or "eval/pass@1" not in final:
+    if summary is None or "eval/pass@1" not in (summary.base or {}) or "eval/pass@1" not in summary.final:
         return None
-    return base["eval/pass@1"], final["eval/pass@1"]
+    return summary.base["eval/pass@1"], summary.final["eval/pass@1"]
 
 
 def runs_table(sweep: reg.Sweep) -> Table:
@@ -222,17 +221,17 @@ def _by_cell(rows) -> dict[tuple[str, str], list[dict]]:
     return out
 
 
-def show_summary(console: Console, s: dict) -> None:
-    table = Table(title=f"run {s['run_id']}")
+def show_summary(console: Console, s: Summary) -> None:
+    table = Table(title=f"run {s.run_id}")
     table.add_column("metric")
     table.add_column("base", justify="right")
     table.add_column("final", justify="right")
-    for key in sorted(k for k in s["final"] if k.startswith("eval/") and k.count("/") == 1):
-        table.add_row(key, f"{(s['base'] or {}).get(key, float('nan')):.3f}", f"{s['final'][key]:.3f}")
+    for key in sorted(k for k in s.final if k.startswith("eval/") and k.count("/") == 1):
+        table.add_row(key, f"{(s.base or {}).get(key, float('nan')):.3f}", f"{s.final[key]:.3f}")
     console.print(table)
-    phases = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(s["phase_seconds"].items()))
-    console.print(f"wall {s['wall_seconds']:.1f}s ({phases}); tokens generated {s['tokens_generated']}, "
-                  f"trained {s['tokens_trained']}; effective samples {s['effective_samples']}")
+    phases = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(s.phase_seconds.items()))
+    console.print(f"wall {s.wall_seconds:.1f}s ({phases}); tokens generated {s.tokens_generated}, "
+                  f"trained {s.tokens_trained}; effective samples {s.effective_samples}")
 
 
 def show_plan(console: Console, p: Plan, table: bool = True) -> None:

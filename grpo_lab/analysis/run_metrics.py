@@ -264,23 +264,23 @@ def summary_fields(folder: Path) -> dict:
     for name, data in ((CONFIG, cfg), (SUMMARY, summ)):
         if data is None:
             raise FileNotFoundError(f"{run / name}: missing; is {folder} a finished run folder?")
-    task = cfg.get("task", summ.get("task"))
-    hours, effective = _num(summ.get("device_hours")), _num(summ.get("effective_samples"))
-    cost = _num(summ.get("cost_per_effective_sample", summ.get("cost_per_effective_sample_hours")))
+    task = cfg.get("task", summ.task)
+    hours, effective = _num(summ.device_hours), _num(summ.effective_samples)
+    cost = _num(summ.cost_per_effective_sample_hours)
     if math.isnan(cost) and effective > 0:
         cost = hours / effective
-    share = _num(summ.get("sampling_share"))
+    share = _num(summ.sampling_share)
     if math.isnan(share):  # summaries before cost accounting: sampling = rollout + reward seconds
-        phases, wall = summ.get("phase_seconds") or {}, _num(summ.get("wall_seconds"))
+        phases, wall = summ.phase_seconds, _num(summ.wall_seconds)
         share = (phases.get("rollout", 0.0) + phases.get("reward", 0.0)) / wall if wall > 0 else math.nan
     return {
-        "run_id": summ.get("run_id", folder.name), "model": cfg.get("model", summ.get("model")),
+        "run_id": summ.run_id or folder.name, "model": cfg.get("model", summ.model),
         "task": "+".join(task) if isinstance(task, list) else task,
-        "tricks": arm_label(cfg.get("tricks")), "seed": cfg.get("seed", summ.get("seed")),
+        "tricks": arm_label(cfg.get("tricks")), "seed": cfg.get("seed", summ.seed),
         "k": max((cfg.get("eval") or {}).get("k") or [1]),
-        "delta_pass@1": _num(summ.get("delta_pass@1")), "gpu_hours": hours, "unit": summ.get("unit"),
+        "delta_pass@1": _num(summ.delta_pass_at_1), "gpu_hours": hours, "unit": summ.unit,
         "cost_per_effective_sample": cost, "effective_samples": effective, "sampling_share": share,
-        "stopped": bool(summ.get("stopped", False)), "stop_reason": summ.get("stop_reason"),
+        "stopped": summ.stopped, "stop_reason": summ.stop_reason,
     }
 
 

@@ -31,7 +31,7 @@ from scipy import stats
 from grpo_lab.analysis import paired
 from grpo_lab.analysis.interactions import BASELINE
 from grpo_lab.analysis.paired import two_way
-from grpo_lab.rundir import RunDir
+from grpo_lab.rundir import RunDir, Summary
 
 POWER = 0.8
 P_GRID = np.unique(np.round(np.geomspace(10, 20_000, 200)).astype(int))
@@ -97,9 +97,9 @@ def budget(c: dict, hours_train: float, hours_eval: float, delta: float, alpha: 
 
 def run_hours(folder: Path) -> tuple[float, float]:
     """(hours outside eval, hours in eval) of one finished run, from its summary."""
-    summary = RunDir(folder).summary() or {}
-    by_phase = summary.get("device_hours_by_phase") or {}
-    total = summary.get("device_hours") or sum(by_phase.values())
+    summary = RunDir(folder).summary() or Summary()
+    by_phase = summary.device_hours_by_phase
+    total = summary.device_hours or sum(by_phase.values())
     return total - by_phase.get("eval", 0.0), by_phase.get("eval", 0.0)
 
 

@@ -38,7 +38,7 @@ def measured(run: reg.Run, hardware: Hardware) -> Measured | None:
     summary = RunDir(run.out_dir).summary()
     if summary is None:
         return None
-    by_phase = summary.get("device_hours_by_phase", {})
+    by_phase = summary.device_hours_by_phase
     cfg = RunConfig.model_validate(json.loads(run.config_json))
     phases = {p: sum(by_phase.get(k, 0.0) for k in keys) for p, keys in MEASURED_PHASES.items()}
     phases["fixed"] = max(run.gpu_hours - sum(phases.values()), 0.0)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from grpo_lab.util.environment import env_snapshot
 from grpo_lab.execution.registry import WORKSPACE
-from grpo_lab.rundir import CONFIG, EVENTS, SUMMARY, RunDir
+from grpo_lab.rundir import CONFIG, EVENTS, SUMMARY, RunDir, Summary
 from grpo_lab.util.dicts import flatten
 
 if TYPE_CHECKING:
@@ -117,11 +117,13 @@ def step_metrics(rows: Iterable[dict[str, Any]], timestamp_ms: int) -> tuple[lis
     return metrics, sorted(bad)
 
 
-def summary_metrics(summary: dict[str, Any]) -> dict[str, float]:
+def summary_metrics(summary: Summary) -> dict[str, float]:
     """summary.json -> metrics: base/..., final/... (and final/delta_...), cost/<top-level number>,
-    cost/<dict>/<key> for nested dicts such as phase_seconds and device_hours_by_phase."""
+    cost/<dict>/<key> for nested dicts such as phase_seconds and device_hours_by_phase.
+    Metric names are the file's keys, so this walks the summary's JSON form, and only the keys the
+    file held: a summary that predates a field logs no metric for it rather than a default."""
     out: dict[str, float] = {}
-    for k, v in summary.items():
+    for k, v in summary.model_dump(mode="json", exclude_unset=True).items():
         if k in ("seed", "steps"):
             continue  # run identity, already a tag / param
         if isinstance(v, dict):
@@ -306,7 +308,9 @@ class Tracker:
         attempt, summary/attempt strings, the parent link and the env snapshot."""
         parent = self.client.get_run(parent_run_id).data.tags
         folder = RunDir(run_dir)
-        config, summary = folder.config() or {}, folder.summary() or {}
+        config = folder.config() or {}
+        # the keys the file held: a field an older summary lacks must not tag the run with None
+        summary = (folder.summary() or Summary()).model_dump(mode="json", exclude_unset=True)
         ident: dict[str, Any] = {"run_id": run_dir.name, "matrix": parent.get("matrix", "")}
         for source in (config, summary, labels):
             ident |= {k: v for k, v in source.items() if k in IDENTITY}
@@ -327,7 +331,7 @@ class Tracker:
         self._log_params(run_id, flatten(folder.config() or {}))
         now = int(time.time() * 1000)
         metrics, bad = step_metrics(folder.metrics(), now)
-        metrics += [Metric(k, x, now, 0) for k, x in summary_metrics(folder.summary() or {}).items()]
+        metrics += [Metric(k, x, now, 0) for k, x in summary_metrics(folder.summary() or Summary()).items()]
         metrics += [Metric(metric_key(f"attempt/{k}"), x, now, 0) for k, v in attempt_info.items()
                     if k not in ("attempt", "started_at", "ended_at")
                     and (x := _number(v)) is not None and math.isfinite(x)]

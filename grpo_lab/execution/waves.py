@@ -58,7 +58,7 @@ def observe(sweep: reg.Sweep) -> tuple[dict, dict, dict]:
         seeds[arm] = seeds.get(arm, 0) + 1
         summary = RunDir(cell.run.out_dir).summary() if cell.run.status in reg.DONE else None
         if summary is not None:
-            final = summary.get("final") or {}
+            final = summary.final
             if METRIC in final:
                 scores.setdefault(arm[:2], {}).setdefault(arm[2], {})[cell.seed] = float(final[METRIC])
                 hours.setdefault(arm, []).append(cell.run.gpu_hours)

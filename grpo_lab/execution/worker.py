@@ -10,6 +10,9 @@ Preemption is a signal: SIGTERM (what Slurm, Kubernetes and `kill` send before S
 (`--signal=USR1@60`) or SIGUSR2 (submitit's default time-limit signal). The attempt then
 checkpoints at the next step boundary, reports `preempted` and exits with PREEMPTED_EXIT; the
 sweep resubmits it without counting it against --retries.
+
+`execute_attempt` is the attempt itself, shared by the runners (through `execute`, which adds the
+signals) and by tune (tune/trial.py, whose pruning ends an attempt by an exception of its own).
 """
 
 from __future__ import annotations
@@ -21,14 +24,18 @@ import threading
 import sys
 import time
 import traceback
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from grpo_lab.rundir import CONFIG, LOCK, RunDir
+from grpo_lab.rundir import CONFIG, LOCK, RunDir, Summary
 from grpo_lab.spec.config import RunConfig
 
 PREEMPT_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: try again later, which is what the sweep does
+
+OnStep = Callable[[int, dict], None]  # (step, its metrics) after every step; may raise to end the attempt
+Ends = Mapping[type[Exception], str]  # an exception type raised during training -> the attempt's status
 
 
 @contextmanager
@@ -59,11 +66,11 @@ def locked(run_dir: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def finished_summary(run_dir: Path) -> dict | None:
+def finished_summary(run_dir: Path) -> Summary | None:
     """The run's summary if a previous attempt completed it, else None."""
     folder = RunDir(run_dir)
     summary, config = folder.summary(), folder.config()
-    if summary and config and summary.get("run_id") == _run_id(config):
+    if summary and config and summary.run_id == _run_id(config):
         return summary
     return None
 
@@ -82,7 +89,7 @@ def processes(cfg, devices: int) -> int:
     return 1
 
 
-def train_launched(cfg, run_dir: Path, n: int) -> dict:
+def train_launched(cfg, run_dir: Path, n: int) -> Summary:
     """A data-parallel run: torchrun starts n ranks; rank 0 writes run_dir as one process would."""
     import subprocess
 
@@ -96,46 +103,69 @@ def train_launched(cfg, run_dir: Path, n: int) -> dict:
 
 
 def execute(run_dir: str | Path, attempt: int, devices: int = 1) -> dict:
+    """The runners' entry point: execute_attempt, preemptible by a signal (module docstring)."""
+    with preemptible() as preempt:
+        return execute_attempt(run_dir, attempt, devices, preempt=preempt)
+
+
+def execute_attempt(run_dir: str | Path, attempt: int, devices: int = 1, on_step: OnStep | None = None,
+                    preempt: Callable[[], bool] | None = None, ends: Ends | None = None) -> dict:
     """Run attempt `attempt` of the run whose resolved config is run_dir/config.json on `devices`
     GPUs (the runner has made them visible). Returns (and writes to run_dir/result-<attempt>.json)
-    {status, error, summary, wall_seconds, host}: status is finished, stopped (an alarm in
-    stop_on ended it), preempted (a signal: checkpointed, to be resumed) or failed."""
-    from grpo_lab.trainer.grpo import Preempted, train
+    {attempt, host, status, error, summary (its JSON form), wall_seconds, reused} and start_step
+    (where it resumed) once it trained a step.
 
+    status is finished, stopped (an alarm in stop_on ended it), failed, preempted (`preempt()`
+    turned true: checkpointed, to be resumed), or what `ends` maps an exception raised during
+    training (by `on_step`, say) to: such an attempt ended as its caller meant, not by a fault."""
+    from grpo_lab.trainer.grpo import Preempted
+
+    ends = {Preempted: "preempted", **(ends or {})}
     run_dir = Path(run_dir)
-    t0, host = time.time(), socket.gethostname()
-    result = {"attempt": attempt, "host": host, "error": None, "summary": None}
-    with locked(run_dir), preemptible() as preempt:
+    t0 = time.time()
+    result = {"attempt": attempt, "host": socket.gethostname(), "error": None, "summary": None}
+    with locked(run_dir):
         reused = None
         try:
             summary = reused = finished_summary(run_dir)
             if summary is None:
-                cfg = RunConfig.model_validate(RunDir(run_dir).config())
-                beat = {"attempt": attempt, "started": t0, "host": host, "steps": cfg.steps}
-
-                def on_step(step: int, metrics: dict) -> None:
-                    # the first step of this attempt is where it resumed (its checkpoint's step)
-                    beat.setdefault("start_step", step)
-                    result["start_step"] = beat["start_step"]
-                    RunDir(run_dir).write_heartbeat({**beat, "updated": time.time(), "step": step + 1,
-                                                     "reward": metrics.get("reward/mean")})
-
-                n = processes(cfg, devices)
-                summary = (train(cfg, run_dir, on_step=on_step, preempt=preempt) if n == 1
-                           else train_launched(cfg, run_dir, n))
-            result["summary"] = summary
-            result["status"] = "stopped" if summary.get("stopped") else "finished"
-        except Preempted as exc:
-            result["status"], result["error"] = "preempted", str(exc)
-        except Exception as exc:  # reported to the driver, which records it and may retry
-            result["status"] = "failed"
-            result["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
+                summary = _train(run_dir, t0, result, devices, on_step, preempt)
+            result["summary"] = summary.model_dump(mode="json")
+            result["status"] = "stopped" if summary.stopped else "finished"
+        except Exception as exc:  # reported to the caller, which records it and may retry
+            ended = next((status for kind, status in ends.items() if isinstance(exc, kind)), None)
+            result["status"] = ended or "failed"
+            result["error"] = str(exc) if ended else f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
         # A run finished by an attempt this registry no longer knows (a lost or new registry) is
         # accounted at what its summary says it cost, not the second spent finding it.
-        result["wall_seconds"] = reused.get("wall_seconds", 0.0) if reused else time.time() - t0
+        result["wall_seconds"] = (reused.wall_seconds or 0.0) if reused else time.time() - t0
         result["reused"] = reused is not None
         RunDir(run_dir).write_result(attempt, result)
     return result
+
+
+def _train(run_dir: Path, t0: float, result: dict, devices: int, on_step: OnStep | None,
+           preempt: Callable[[], bool] | None) -> Summary:
+    """Train (or resume) the run in run_dir: in this process with a heartbeat after every step,
+    or as a data-parallel run under torchrun (which reports no steps to this process)."""
+    from grpo_lab.trainer.grpo import train
+
+    folder = RunDir(run_dir)
+    cfg = RunConfig.model_validate(folder.config())
+    n = processes(cfg, devices)
+    if n > 1:
+        return train_launched(cfg, run_dir, n)
+    beat = {"attempt": result["attempt"], "started": t0, "host": result["host"], "steps": cfg.steps}
+
+    def step_done(step: int, metrics: dict) -> None:
+        # the first step of this attempt is where it resumed (its checkpoint's step)
+        beat.setdefault("start_step", step)
+        result["start_step"] = beat["start_step"]
+        folder.write_heartbeat({**beat, "updated": time.time(), "step": step + 1, "reward": metrics.get("reward/mean")})
+        if on_step is not None:
+            on_step(step, metrics)
+
+    return train(cfg, run_dir, on_step=step_done, preempt=preempt)
 
 
 if __name__ == "__main__":  # python -m grpo_lab.execution.worker RUN_DIR ATTEMPT DEVICES

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from grpo_lab.rundir import RunDir
+from grpo_lab.rundir import RunDir, Summary
 from grpo_lab.spec.arm import BASELINE
 
 if TYPE_CHECKING:
@@ -137,8 +137,9 @@ def mixed_bases(rows: list[tuple[str, str, str | None]]) -> list[str]:
             for (model, task), counts in seen.items() if len(counts) > 1]
 
 
-def _summary(cell: reg.SweepRun) -> dict:
-    return RunDir(cell.run.out_dir).summary() or {}
+def _summary(cell: reg.SweepRun) -> Summary:
+    """The cell's summary; an empty one (every field unset) where the folder holds none."""
+    return RunDir(cell.run.out_dir).summary() or Summary()
 
 
 def _done_cells(sweep: reg.Sweep) -> list[reg.SweepRun]:
@@ -154,8 +155,8 @@ def _phase_hours(cells: list[reg.SweepRun]) -> dict[str, float]:
     total: dict[str, float] = {}
     for cell in cells:
         summary = _summary(cell)
-        by_phase = summary.get("device_hours_by_phase") or {
-            k: v * cell.run.devices / 3600 for k, v in (summary.get("phase_seconds") or {}).items()}
+        by_phase = summary.device_hours_by_phase or {
+            k: v * cell.run.devices / 3600 for k, v in summary.phase_seconds.items()}
         for phase, hours in by_phase.items():
             total[phase] = total.get(phase, 0.0) + float(hours)
     return total
@@ -200,7 +201,7 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
         raise ValueError(f"sweep '{sweep.name}' holds runs of different configs under one label: {'; '.join(mixed)}. "
                          f"It was merged from an edited matrix; run `grpo-lab sweep {sweep.matrix_path} --replace` "
                          f"(keeps one config per label) and report again")
-    if mixed := mixed_bases([(c.model, c.task, _summary(c).get("base_weights")) for c in cells]):
+    if mixed := mixed_bases([(c.model, c.task, _summary(c).base_weights) for c in cells]):
         raise ValueError(f"sweep '{sweep.name}': runs of one model and task started from different weights: "
                          f"{'; '.join(mixed)}. Their arms are not comparable (a warm-started tiny model depends on "
                          f"the machine's CPU kernels, summary.json's cpu_kernels). Share GRPO_LAB_CACHE between the "
@@ -209,7 +210,7 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
     labelled = [(c.labels(), Path(c.run.out_dir)) for c in cells]
     steps, events = steps_frame(dirs), events_frame(dirs)  # read once, shared by the rows and the curves
     runs = frame_from_run_dirs(labelled, steps=steps, events=events)
-    base = {c.run_id: (_summary(c).get("base") or {}).get("eval/pass@1") for c in cells}
+    base = {c.run_id: (_summary(c).base or {}).get("eval/pass@1") for c in cells}
     runs = runs.with_columns(
         pl.col("run_id").replace_strict({c.run_id: c.run.status for c in cells}).alias("status"),
         pl.col("run_id").replace_strict(base, default=None, return_dtype=pl.Float64).alias("base_pass@1"),

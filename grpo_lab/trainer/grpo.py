@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from grpo_lab.rundir import RunDir
+from grpo_lab.rundir import RunDir, Summary
 from grpo_lab.rollout.base import Rollout
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.trainer import checkpoint
@@ -250,7 +250,7 @@ class Preempted(Exception):
         self.next_step = next_step
 
 
-def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None) -> dict:
+def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None) -> Summary:
     """Run (or resume) one GRPO run; returns the summary also written to out_dir/summary.json.
 
     A step on which an alarm kind listed in `alarms.stop_on` fires is logged and checkpointed,

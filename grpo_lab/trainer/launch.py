@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from grpo_lab.rundir import Summary
 from grpo_lab.spec.config import load_config
 
 
@@ -53,7 +54,7 @@ def rank_dir(out_dir: Path, rank: int) -> Path:
     return out_dir if rank == 0 else out_dir / f"rank{rank}"
 
 
-def main(argv: list[str]) -> dict:
+def main(argv: list[str]) -> Summary:
     from grpo_lab.trainer.grpo import train
 
     if len(argv) != 2:

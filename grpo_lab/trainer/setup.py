@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from grpo_lab.rundir import BASE_EVAL, RunDir
+from grpo_lab.rundir import BASE_EVAL, RunDir, Summary
 from grpo_lab.models import load_card, load_model, weights_digest
 from grpo_lab.rollout import make_engine
 from grpo_lab.spec.config import RunConfig
@@ -73,28 +73,29 @@ class RunState:
             RunDir(out_dir).write_problems(name, step, per_problem)
         return metrics, examples
 
-    def summary(self, timing: dict, wall: float, stop_reason: str | None = None, alarms: dict | None = None) -> dict:
+    def summary(self, timing: dict, wall: float, stop_reason: str | None = None, alarms: dict | None = None) -> Summary:
         final = self.last_eval
-        return {
-            "run_id": self.cfg.run_id(),
-            "model": self.cfg.model, "task": self.cfg.tasks, "tricks": self.cfg.tricks, "seed": self.cfg.seed,
-            "steps": self.cfg.steps,
-            "base": self.base_eval, "final": final,
-            "delta_pass@1": final.get("eval/pass@1", 0.0) - (self.base_eval or {}).get("eval/pass@1", 0.0),
-            "stopped": stop_reason is not None, "stop_reason": stop_reason,
-            "alarms": alarms or {},
-            "wall_seconds": wall,
+        return Summary(
+            run_id=self.cfg.run_id(),
+            model=self.cfg.model, task=self.cfg.tasks, tricks=self.cfg.tricks, seed=self.cfg.seed,
+            steps=self.cfg.steps,
+            base=self.base_eval, final=final,
+            delta_pass_at_1=final.get("eval/pass@1", 0.0) - (self.base_eval or {}).get("eval/pass@1", 0.0),
+            stopped=stop_reason is not None, stop_reason=stop_reason,
+            alarms=alarms or {},
+            wall_seconds=wall,
             **device_hours(timing, wall, self.devices, self.device.type, self.effective_samples),
-            "tokens_generated": self.tokens_generated,
-            "tokens_trained": self.tokens_trained,
-            "effective_samples": self.effective_samples,
-            "device": str(self.device), "host": platform.node(), "base_weights": self.base_weights,
-            "cpu_kernels": torch.backends.cpu.get_cpu_capability(),  # AVX512 / AVX2 change the tiny warm start
-        }
+            tokens_generated=self.tokens_generated,
+            tokens_trained=self.tokens_trained,
+            effective_samples=self.effective_samples,
+            device=str(self.device), host=platform.node(), base_weights=self.base_weights,
+            cpu_kernels=torch.backends.cpu.get_cpu_capability(),  # AVX512 / AVX2 change the tiny warm start
+        )
 
 
 def device_hours(timing: dict, wall: float, devices: int, device_type: str, effective_samples: int) -> dict:
-    """What the run cost: hours(phase) = seconds(phase) * devices / 3600 (docs/design.md section 5).
+    """What the run cost, as the Summary's cost fields: hours(phase) = seconds(phase) * devices /
+    3600 (docs/design.md section 5).
 
     `idle` = wall - the timed phases (logging, alarms, Python between phases), so the phases sum
     to wall * devices / 3600, the run's device-hours. Off CUDA a device is one process (one core

@@ -22,6 +22,7 @@ from grpo_lab.execution import registry as reg
 from grpo_lab.execution.lease import Lease
 from grpo_lab.util.environment import env_snapshot
 from grpo_lab.execution.sweep import recover, totals
+from grpo_lab.rundir import Summary
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.spec.matrix import DEFAULT_HARDWARE
 from grpo_lab.spec.model_cards import Hardware, load_card, load_hardware
@@ -211,10 +212,11 @@ def pruning_hook(trial: optuna.Trial, metric: str, cfg: RunConfig) -> OnStep:
     return on_step
 
 
-def objective(summary: dict, metric: str) -> float:
+def objective(summary: Summary, metric: str) -> float:
     """The trial's value: a final eval metric, or a top-level one such as delta_pass@1."""
-    final = summary.get("final") or {}
-    value = final.get(metric, summary.get(metric) if metric in INTERMEDIATE else None)
+    final = summary.final
+    # --metric names a key of summary.json, so a top-level one is looked up in its JSON form
+    value = final.get(metric, summary.model_dump(mode="json").get(metric) if metric in INTERMEDIATE else None)
     if not isinstance(value, (int, float)):
         known = sorted(final) + list(INTERMEDIATE)
         raise ConfigError(f"--metric {metric} is not in the run summary{suggest(metric, known)}; "

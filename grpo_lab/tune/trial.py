@@ -1,18 +1,16 @@
 """One trial = one registered run, trained in this process in <workspace>/runs/<run id>.
 
-As a sweep's worker does (runners/worker.py): the run folder is locked while it trains, a folder
-holding the run's summary is reused instead of trained again, a checkpoint is resumed, and a
-heartbeat after every step lets a later `tune` (or `sweep`) recover the hours of an attempt whose
-process was killed (sweep.recover).
+A trial's attempt is the sweep worker's (execution/worker.execute_attempt): the run folder is
+locked while it trains, a folder holding the run's summary is reused instead of trained again, a
+checkpoint is resumed, and a heartbeat after every step lets a later `tune` (or `sweep`) recover
+the hours of an attempt whose process was killed (sweep.recover). Pruning is one more way for it
+to end: optuna.TrialPruned raised from the trial's on_step.
 """
 
 from __future__ import annotations
 
 import json
 import socket
-import time
-import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,17 +19,17 @@ from sqlalchemy.orm import Session
 
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.sweep import start_step
-from grpo_lab.execution.worker import finished_summary, locked
+from grpo_lab.execution.worker import OnStep, execute_attempt, finished_summary
 from grpo_lab.spec.config import RunConfig
-from grpo_lab.rundir import RunDir
+from grpo_lab.rundir import RunDir, Summary
 
-OnStep = Callable[[int, dict], None]  # may raise optuna.TrialPruned
+ENDS = {optuna.TrialPruned: "pruned"}  # a pruned attempt keeps its checkpoint: the run stays pending
 
 
 @dataclass
 class Outcome:
     status: str  # finished | stopped (an alarm's stop_on) | pruned | failed | reused
-    summary: dict | None  # None when pruned or failed
+    summary: Summary | None  # None when pruned or failed
     gpu_hours: float  # this attempt's; 0 for a reused run
     error: str | None = None
 
@@ -67,28 +65,9 @@ def execute_trial(session: Session, run: reg.Run, cfg: RunConfig, on_step: OnSte
 
 
 def train_in(run_dir: Path, cfg: RunConfig, attempt: int, devices: int, on_step: OnStep) -> Outcome:
-    """One attempt in `run_dir`; writes result-<attempt>.json as the worker does (sweep.recover
-    reads it if this process dies before the registry is told)."""
-    from grpo_lab.trainer.grpo import train
-
-    t0, host = time.time(), socket.gethostname()
-    beat = {"attempt": attempt, "started": t0, "host": host, "steps": cfg.steps}
-
-    def step_hook(step: int, metrics: dict) -> None:
-        RunDir(run_dir).write_heartbeat({**beat, "updated": time.time(), "step": step + 1,
-                                         "reward": metrics.get("reward/mean")})
-        on_step(step, metrics)
-
-    summary, error = None, None
-    with locked(run_dir):
-        try:
-            summary = finished_summary(run_dir) or train(cfg, run_dir, on_step=step_hook)
-            status = "stopped" if summary.get("stopped") else "finished"
-        except optuna.TrialPruned as exc:
-            status, error = "pruned", str(exc)
-        except Exception as exc:  # noqa: BLE001 - a failed trial is recorded; the tune goes on
-            status, error = "failed", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
-        wall = time.time() - t0
-        RunDir(run_dir).write_result(attempt, {"attempt": attempt, "host": host, "status": status,
-                                                "error": error, "summary": summary, "wall_seconds": wall})
-    return Outcome(status, summary, wall * devices / 3600, error)
+    """One attempt in `run_dir` by the worker's execute_attempt, which writes result-<attempt>.json
+    (sweep.recover reads it if this process dies before the registry is told)."""
+    RunDir(run_dir).write_config(cfg.model_dump(mode="json"))  # what the sweep driver writes before a worker starts
+    result = execute_attempt(run_dir, attempt, devices, on_step=on_step, ends=ENDS)
+    return Outcome(result["status"], Summary.parse(result["summary"]), result["wall_seconds"] * devices / 3600,
+                   result["error"])

@@ -13,6 +13,7 @@ import pytest
 
 from grpo_lab.execution import tracking
 from grpo_lab.util.environment import env_snapshot
+from grpo_lab.rundir import Summary
 from grpo_lab.execution.tracking import (
     Tracker,
     completion_tables,
@@ -295,9 +296,10 @@ def test_metric_keys_tables_and_summary_metrics():
                                  "advantages": [0.5, -0.5]}])
     assert tables == {3: {"prompt": ["p", "p"], "sample": [0, 1], "completion": ["a", "b"],
                           "reward": [1.0, 0.0], "advantage": [0.5, -0.5]}}
-    out = summary_metrics({"seed": 1, "steps": 4, "device_hours": 0.5, "stopped": True, "unit": "cpu-hours",
-                           "device_hours_by_phase": {"sampling": 0.3, "train": float("nan")},
-                           "final": {"eval/pass@1": 0.4}, "delta_pass@1": 0.1})
+    out = summary_metrics(Summary.model_validate({
+        "seed": 1, "steps": 4, "device_hours": 0.5, "stopped": True, "unit": "cpu-hours",
+        "device_hours_by_phase": {"sampling": 0.3, "train": float("nan")},
+        "final": {"eval/pass@1": 0.4}, "delta_pass@1": 0.1}))
     assert out == {"cost/device_hours": 0.5, "cost/stopped": 1.0, "cost/device_hours_by_phase/sampling": 0.3,
                    "final/eval/pass_at_1": 0.4, "final/delta_pass_at_1": 0.1}
 

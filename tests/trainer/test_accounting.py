@@ -3,13 +3,16 @@ import time
 
 import pytest
 
+from grpo_lab.rundir import Summary
 from grpo_lab.trainer.grpo import train
 
 PHASES = {"setup", "rollout", "reward", "reference", "advantage", "train", "eval", "checkpoint", "idle"}
 
 
-def check_cost(s: dict) -> None:
-    """The phases' device-hours add up to the run's wall time on its devices (docs/design.md section 5)."""
+def check_cost(summary: Summary) -> None:
+    """The phases' device-hours add up to the run's wall time on its devices (docs/design.md section 5),
+    checked on the summary's JSON form: its keys are what summary.json holds."""
+    s = summary.model_dump(mode="json")
     assert set(s["device_hours_by_phase"]) == PHASES
     expected = s["wall_seconds"] * s["devices"] / 3600
     assert sum(s["device_hours_by_phase"].values()) == pytest.approx(expected, rel=0.05)
@@ -27,7 +30,7 @@ def test_phase_hours_add_up_to_wall_hours(tmp_path, make_cfg):
     summary = train(make_cfg(), tmp_path)
     check_cost(summary)
     saved = json.loads((tmp_path / "summary.json").read_text())
-    assert saved["device_hours_by_phase"] == summary["device_hours_by_phase"]
+    assert saved["device_hours_by_phase"] == summary.device_hours_by_phase
 
 
 def test_a_resumed_run_counts_both_attempts(tmp_path, make_cfg):
@@ -44,7 +47,7 @@ def test_a_resumed_run_counts_both_attempts(tmp_path, make_cfg):
     summary = train(cfg, tmp_path)
     t2 = time.perf_counter()
     check_cost(summary)
-    assert t2 - t1 < summary["wall_seconds"] < t2 - t0  # the first attempt's wall up to its checkpoint counts
+    assert t2 - t1 < summary.wall_seconds < t2 - t0  # the first attempt's wall up to its checkpoint counts
 
 
 def test_effective_samples_exclude_masked_and_zero_variance_samples(tmp_path, make_cfg):
@@ -62,4 +65,4 @@ def test_effective_samples_exclude_masked_and_zero_variance_samples(tmp_path, ma
     assert m0["samples/effective"] < p0["samples/effective"]
     assert m0["samples/effective"] <= round((1 - m0["length/truncated_frac"]) * n)
     for summary, d in ((plain, "plain"), (masked, "masked")):
-        assert summary["effective_samples"] == sum(r["samples/effective"] for r in rows[d])
+        assert summary.effective_samples == sum(r["samples/effective"] for r in rows[d])

@@ -111,7 +111,7 @@ def test_low_temperature_collapses_answer_diversity(tmp_path, make_cfg):
     assert (3, "diversity_collapse") in [(e["step"], e["kind"]) for e in events]
     rows = read_jsonl(tmp_path / "metrics.jsonl")
     assert [r["alarm/count"] for r in rows] == [sum(e["step"] == s for e in events) for s in range(6)]
-    assert summary["alarms"]["diversity_collapse"] == 1 and summary["stopped"] is False
+    assert summary.alarms["diversity_collapse"] == 1 and summary.stopped is False
 
 
 def test_small_beta_high_lr_explodes_kl(tmp_path, make_cfg):
@@ -127,11 +127,11 @@ def test_beta_zero_high_lr_repeats_and_stop_on_ends_the_run(tmp_path, make_cfg):
                    alarms={"stop_on": ["repetition"]})
     summary = train(cfg, tmp_path)
     stop = next(e for e in read_jsonl(tmp_path / "events.jsonl") if e["kind"] == "repetition")
-    assert summary["stopped"] is True and summary["stop_reason"] == f"repetition at step {stop['step']}"
+    assert summary.stopped is True and summary.stop_reason == f"repetition at step {stop['step']}"
     assert stop["step"] < 19
     assert read_jsonl(tmp_path / "metrics.jsonl")[-1]["step"] == stop["step"]
     saved = json.loads((tmp_path / "summary.json").read_text())
-    assert saved["stopped"] is True and saved["stop_reason"] == summary["stop_reason"]
+    assert saved["stopped"] is True and saved["stop_reason"] == summary.stop_reason
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=False)["next_step"] == stop["step"] + 1
 
 

@@ -28,7 +28,7 @@ def test_tiny_run_writes_metrics_and_summary(tmp_path, make_cfg):
     assert saved["steps"] == 4 and saved["tokens_generated"] > 0 and saved["tokens_trained"] > saved["tokens_generated"]
     assert set(saved["phase_seconds"]) >= {"rollout", "reference", "train", "eval"}
     assert 0.0 <= saved["base"]["eval/pass@1"] <= 1.0
-    assert summary["run_id"] == cfg.run_id()
+    assert summary.run_id == cfg.run_id()
     assert saved["base_weights"] == weights_digest(build_policy(cfg)[3]) and saved["cpu_kernels"]
 
 

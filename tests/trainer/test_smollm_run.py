@@ -22,4 +22,4 @@ def test_smollm2_natural_math_grpo_steps_log_rewards(tmp_path):
     assert all(0.0 <= r["reward/mean"] <= 1.0 for r in rows)
     assert rows[-1]["rollout/logprob_diff"] < 1e-2
     assert rows[-1]["kl/mean"] >= 0.0 and rows[-1]["length/mean"] > 1
-    assert summary["tokens_generated"] > 0
+    assert summary.tokens_generated > 0

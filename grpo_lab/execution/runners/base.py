@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
+from grpo_lab.rundir import Summary
 from grpo_lab.util.validate import Strict
 
 KINDS = ("local", "ray", "slurm")
@@ -32,7 +33,7 @@ class Outcome:
     # job or node vanished without a result: the driver takes its hours from the heartbeat)
     status: str
     error: str | None
-    summary: dict | None
+    summary: Summary | None
     wall_seconds: float
     start_step: int | None = None  # the step the attempt resumed from (None: it trained no step)
 
@@ -95,5 +96,5 @@ def outcome_from(job: Job, result: dict | None, fallback_error: str, wall: float
     """An Outcome from worker.execute's result (None when the attempt died without one)."""
     if not result:
         return Outcome(job, "failed", fallback_error, None, wall)
-    return Outcome(job, result["status"], result.get("error"), result.get("summary"), result.get("wall_seconds", wall),
-                   result.get("start_step"))
+    return Outcome(job, result["status"], result.get("error"), Summary.parse(result.get("summary")),
+                   result.get("wall_seconds", wall), result.get("start_step"))
