@@ -20,8 +20,9 @@ Scenarios:
 Methods, each with its own allocator that stops spending once a comparison is decided:
   old       pooled-σ normal-mixture confidence sequences with a Student-corrected plug-in σ̂,
             Bonferroni: the reference, which assumes one noise level per (model, task)
-  unpaired  analysis/decide.py, per-arm betting sequences
-  paired    analysis/decide.py, betting sequences on seed-index paired contrasts (the default)
+  t-unpaired      analysis/decide.py, per-arm t-mixture sequences (analysis/tmix.py)
+  t-paired        t-mixture sequences on seed-index paired contrasts (the default of --decide)
+  betting-paired  betting sequences on paired contrasts (analysis/betting.py: any bounded noise)
 All start at 2 seeds per arm and add waves of --wave runs until nothing is open, nothing can close,
 or the arms average --caps seeds.
 
@@ -149,13 +150,15 @@ def sweep(comps, y, method: str, wave: int, delta: float, cap: float, most: int)
     """One --decide run on simulated scores: (rows, core-hours, runs)."""
     cost = {(m, t, k): COST.get(k, 1.0) for (m, t), arms in y.items() for k in arms}
     n = dict.fromkeys(cost, 2)
+    sequence, _, pairing = method.partition("-")
     previous = None
     while True:
         if method == "old":
             rows = old_decide(comps, y, n, ALPHA, delta, previous)
         else:
             scores = {cell: {k: dict(enumerate(v[:n[(*cell, k)]])) for k, v in arms.items()} for cell, arms in y.items()}
-            rows, _ = dec.decide(comps, scores, alpha=ALPHA, delta=delta, previous=previous, method=method, target=most)
+            rows, _ = dec.decide(comps, scores, alpha=ALPHA, delta=delta, previous=previous, method=pairing,
+                                 target=most, sequence=sequence)
         previous = {r["name"]: r for r in rows}
         runs = sum(n.values())
         slots = min(wave, int(cap * len(n)) - runs)
@@ -164,7 +167,8 @@ def sweep(comps, y, method: str, wave: int, delta: float, cap: float, most: int)
         if method == "old":
             added = old_allocate(comps, rows, n, cost, slots, ALPHA, delta)
         else:
-            added, _ = dec.allocate(comps, rows, n, cost, slots, alpha=ALPHA, delta=delta, most=most, method=method)
+            added, _ = dec.allocate(comps, rows, n, cost, slots, alpha=ALPHA, delta=delta, most=most, method=pairing,
+                                    sequence=sequence)
         added = {arm: k for arm, k in added.items() if n[arm] + k <= most}
         if not added:
             break
@@ -193,7 +197,8 @@ def main() -> None:
     ap.add_argument("--most", type=int, default=None, help="seed cap per arm (default: 2x the mean cap)")
     ap.add_argument("--noise", type=float, nargs="+", default=[1.0], help="per-run sd multipliers")
     ap.add_argument("--scenarios", nargs="+", default=["planted", "null", "hetero"])
-    ap.add_argument("--methods", nargs="+", default=["old", "unpaired", "paired"])
+    ap.add_argument("--methods", nargs="+", default=["old", "t-unpaired", "t-paired", "betting-paired"],
+                    help="old, or SEQUENCE-PAIRING with SEQUENCE t|betting and PAIRING paired|unpaired")
     args = ap.parse_args()
     table = Table(title=f"--decide methods, {args.reps} replicates, δ = {args.delta}, FWER α = {ALPHA}")
     cols = ("scenario", "noise", "cap", "method", "runs", "core-h", "decided", "per core-h", "recall", "false sig",

@@ -112,21 +112,3 @@ def radius(t: int, sd: float, centre: float, lo: float, hi: float, alpha: float,
     Arguments are rounded to 3 significant digits so repeated planning reuses results."""
     r = lambda v: float(f"{v:.3g}")  # noqa: E731 (one rounding, named)
     return _radius_cached(int(t), r(sd), r(centre), float(lo), float(hi), float(alpha), float(target))
-
-
-def samples_to_close(half_width, gap: float, most: int = 100_000) -> float:
-    """Smallest t with half_width(t) ≤ gap, for a half_width that falls in t (doubling, then
-    bisection); inf when even `most` is not enough."""
-    if not gap > 0:
-        return np.inf
-    ok = lambda t: half_width(t) <= gap  # noqa: E731
-    hi_t = 2
-    while not ok(hi_t):
-        if hi_t >= most:
-            return np.inf
-        hi_t = min(2 * hi_t, most)
-    lo_t = hi_t // 2
-    while hi_t - lo_t > 1:
-        mid = (lo_t + hi_t) // 2
-        lo_t, hi_t = (lo_t, mid) if ok(mid) else (mid, hi_t)
-    return float(hi_t)

@@ -9,23 +9,32 @@ Comparisons, within one (model, task), over arm means μ_a:
     interaction of C   θ = μ_C − Σ_{t∈C} μ_t + (k−1)·μ_B  (observed − additive; every combination
                                                            whose k singles ran)
 
-Method: confidence sequences for bounded outcomes by betting (Waudby-Smith & Ramdas 2023, see
-analysis/betting.py), which hold at every wave at once for any distribution of a run's score in
-[0, 1]: no normality, no equal variances, no pooled noise; collapsed seeds, heavy tails and pass
-rates near 0 or 1 are all inside the guarantee.
+Method: anytime-valid confidence sequences, one of SEQUENCES, each holding at every wave at once:
+
+    t         (default) the scale-invariant normal mixture (analysis/tmix.py): exact for Gaussian
+              noise of any variance, estimated per comparison (no pooled noise, so one noisy arm
+              widens only its own comparisons); measured valid under heavy tails, collapsed
+              seeds, one arm 9x noisier and pass rates near 0 and 1, not under a skewed null
+              (a trick that collapses a few seeds and lifts the rest: docs/results.md)
+    betting   the betting sequence for bounded outcomes (Waudby-Smith & Ramdas 2023,
+              analysis/betting.py): valid for any distribution of a run's score in [0, 1], at
+              the price below
+
+Each on one of two pairings, METHODS:
 
     paired    (default) D_i = Σ_a c_a·y_{a,i} over the seed indices i that every arm of the
               comparison ran, in seed order. Arms given the same seed index share prompt order and
               sampling streams (common random numbers), and seed indices are independent draws, so
-              D_1, D_2, ... are i.i.d. with mean θ and lie in [Σ_{c<0} c, Σ_{c>0} c]. One betting
+              D_1, D_2, ... are i.i.d. with mean θ and lie in [Σ_{c<0} c, Σ_{c>0} c]. One
               sequence per comparison at α/K, K the comparisons of the sweep (Bonferroni).
-    unpaired  one betting sequence per arm mean (range [0, 1]) at α/A, A the arms of the sweep;
+    unpaired  one sequence per arm mean (range [0, 1]) at α/A, A the arms of the sweep;
               a comparison's interval is their interval sum [Σ c_a·(L_a or U_a), ...]. All arms'
               sequences hold at once with probability ≥ 1 − α, so every comparison does.
 
 New seeds always take an arm's next unused indices and a wave finishes before it is analysed, so
-each sequence only ever grows by appending; which arms grow is chosen from past data only. Either
-way, with probability ≥ 1 − α every verdict below is right at every wave, whenever the sweep stops:
+each sequence only ever grows by appending; which arms grow is chosen from past data only. So,
+within each sequence's assumptions, with probability ≥ 1 − α every verdict below is right at
+every wave, whenever the sweep stops:
 
     significant  the interval excludes 0
     equivalent   the interval lies inside (−δ, δ)  (TOST by confidence sequence)
@@ -34,10 +43,11 @@ way, with probability ≥ 1 − α every verdict below is right at every wave, w
 A comparison keeps the first verdict it reaches (contradicting it later needs a miss, which the
 guarantee already counts).
 
-The price of holding for every bounded distribution: a seed's paired difference could be anywhere
-in its range, so even without noise an interval narrows by about log(2/α_K)/(C·t) of the range
-after t seeds; at α = 0.05 over 45 comparisons a ±0.02 equivalence on pass@1 needs ~420 seeds per
-arm whatever the noise (betting.min_samples). `needs` says so before seeds are spent.
+The price of holding for every bounded distribution (betting): a seed's paired difference could
+be anywhere in its range, so even without noise an interval narrows by about log(2/α_K)/(C·t) of
+the range after t seeds; at α = 0.05 over 45 comparisons a ±0.02 equivalence on pass@1 needs ~420
+seeds per arm whatever the noise (betting.min_samples). The t sequence needs what the noise needs:
+~1.2x the seeds of a fixed-n t-test at α_K. `needs` says either before seeds are spent.
 """
 
 from __future__ import annotations
@@ -47,10 +57,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grpo_lab.analysis import betting
+from grpo_lab.analysis import betting, tmix
 
 VERDICTS = ("significant", "equivalent", "open")
 METHODS = ("paired", "unpaired")
+# the confidence sequence behind every interval: same interface (bounds, radius), different assumptions
+SEQUENCES = {"t": tmix, "betting": betting}
 
 
 @dataclass(frozen=True)
@@ -117,13 +129,13 @@ def classify(lower: float, upper: float, delta: float) -> str:
     return "open"
 
 
-def _interval(c: Comparison, arms: dict[str, dict], a: float, method: str, target: float) -> dict:
+def _interval(c: Comparison, arms: dict[str, dict], a: float, method: str, target: float, sequence: str) -> dict:
     """est, lower, upper, t (seeds behind it), sd (of D, or the largest arm's) of one comparison."""
     if method == "paired":
         d = paired_differences(c.coefs, arms)
         if d.size == 0:
             return {"est": np.nan, "lower": -np.inf, "upper": np.inf, "t": 0.0, "sigma": np.nan}
-        lo, hi = betting.bounds(d, *c.span, a, target)
+        lo, hi = SEQUENCES[sequence].bounds(d, *c.span, a, target)
         return {"est": float(d.mean()), "lower": lo, "upper": hi, "t": float(d.size),
                 "sigma": float(d.std(ddof=1)) if d.size > 1 else np.nan}
     ys = {k: np.array([v for _, v in sorted(arms.get(k, {}).items())], float) for k, _ in c.coefs}
@@ -131,7 +143,7 @@ def _interval(c: Comparison, arms: dict[str, dict], a: float, method: str, targe
         return {"est": np.nan, "lower": -np.inf, "upper": np.inf, "t": 0.0, "sigma": np.nan}
     lower = upper = 0.0
     for k, w in c.coefs:
-        lo, hi = betting.bounds(ys[k], 0.0, 1.0, a, target)
+        lo, hi = SEQUENCES[sequence].bounds(ys[k], 0.0, 1.0, a, target)
         lower, upper = lower + w * (lo if w > 0 else hi), upper + w * (hi if w > 0 else lo)
     sds = [float(y.std(ddof=1)) for y in ys.values() if y.size > 1]
     return {"est": float(sum(w * ys[k].mean() for k, w in c.coefs)), "lower": lower, "upper": upper,
@@ -140,7 +152,8 @@ def _interval(c: Comparison, arms: dict[str, dict], a: float, method: str, targe
 
 def decide(comps: list[Comparison], scores: dict[tuple[str, str], dict[str, object]], *,
            alpha: float, delta: float, previous: dict[str, dict] | None = None,
-           family: int | None = None, method: str = "paired", target: float = 32) -> tuple[list[dict], dict]:
+           family: int | None = None, method: str = "paired", target: float = 32,
+           sequence: str = "t") -> tuple[list[dict], dict]:
     """One wave's verdicts. scores: (model, task) -> arm key -> {seed index: score} (or a list,
     indexed by position). previous: rows by comparison name from earlier waves (a decided one is
     kept as it was). family: K of the Bonferroni split (default family_size). target: the seeds
@@ -148,6 +161,8 @@ def decide(comps: list[Comparison], scores: dict[tuple[str, str], dict[str, obje
     comparison (name, kind, model, task, target, est, lower, upper, radius, t, sigma, verdict)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if sequence not in SEQUENCES:
+        raise ValueError(f"sequence must be one of {tuple(SEQUENCES)}, got {sequence!r}")
     previous = previous or {}
     a = alpha / (family or family_size(comps, method))
     cells = {cell: {k: by_seed(v) for k, v in arms.items()} for cell, arms in scores.items()}
@@ -157,7 +172,7 @@ def decide(comps: list[Comparison], scores: dict[tuple[str, str], dict[str, obje
         if old and old["verdict"] != "open":
             rows.append(old)
             continue
-        iv = _interval(c, cells.get((c.model, c.task), {}), a, method, target)
+        iv = _interval(c, cells.get((c.model, c.task), {}), a, method, target, sequence)
         rad = max(iv["est"] - iv["lower"], iv["upper"] - iv["est"]) if np.isfinite(iv["est"]) else np.inf
         rows.append({"name": c.name, "kind": c.kind, "model": c.model, "task": c.task, "target": c.target,
                      **iv, "radius": float(rad), "verdict": classify(iv["lower"], iv["upper"], delta)})
@@ -166,16 +181,16 @@ def decide(comps: list[Comparison], scores: dict[tuple[str, str], dict[str, obje
 
 
 def half_width(c: Comparison, row: dict, n: int, a: float, method: str, target: float,
-               centre: float) -> float:
+               centre: float, sequence: str = "t") -> float:
     """The half-width c's sequence reaches with n seeds in every arm, for a typical path at
     `centre` with the noise seen so far (0 before there is any: the noise-free floor)."""
     sd = row.get("sigma")
     sd = float(sd) if sd is not None and np.isfinite(sd) else 0.0
     if method == "paired":
-        return betting.radius(n, sd, centre, *c.span, a, target)
+        return SEQUENCES[sequence].radius(n, sd, centre, *c.span, a, target)
     # per arm, each taken at the middle of [0, 1], where the floor is lowest: optimistic, so no
     # comparison that could close is given up
-    return sum(abs(w) * betting.radius(n, sd, 0.5, 0.0, 1.0, a, target) for _, w in c.coefs)
+    return sum(abs(w) * SEQUENCES[sequence].radius(n, sd, 0.5, 0.0, 1.0, a, target) for _, w in c.coefs)
 
 
 def planning_gap(c: Comparison, row: dict, delta: float, method: str) -> tuple[float, float]:
@@ -191,18 +206,37 @@ def planning_gap(c: Comparison, row: dict, delta: float, method: str) -> tuple[f
     return (big, float(np.sign(est) * big)) if big >= delta - small else (delta - small, float(np.sign(est) * small))
 
 
+def samples_to_close(half_width, gap: float, most: int = 100_000) -> float:
+    """Smallest t with half_width(t) ≤ gap, for a half_width that falls in t (doubling, then
+    bisection); inf when even `most` is not enough."""
+    if not gap > 0:
+        return np.inf
+    ok = lambda t: half_width(t) <= gap  # noqa: E731
+    hi_t = 2
+    while not ok(hi_t):
+        if hi_t >= most:
+            return np.inf
+        hi_t = min(2 * hi_t, most)
+    lo_t = hi_t // 2
+    while hi_t - lo_t > 1:
+        mid = (lo_t + hi_t) // 2
+        lo_t, hi_t = (lo_t, mid) if ok(mid) else (mid, hi_t)
+    return float(hi_t)
+
+
 def seeds_needed(c: Comparison, row: dict, delta: float, a: float, method: str, target: float,
-                 most: int = 100_000) -> float:
+                 most: int = 100_000, sequence: str = "t") -> float:
     """Seeds per arm at which c's sequence reaches planning_gap (inf beyond `most`)."""
     gap, theta = planning_gap(c, row, delta, method)
-    return betting.samples_to_close(lambda n: half_width(c, row, n, a, method, target, theta), gap, most)
+    return samples_to_close(lambda n: half_width(c, row, n, a, method, target, theta, sequence), gap, most)
 
 
-def decidable_delta(c: Comparison, row: dict, n: int, a: float, method: str, target: float) -> float:
+def decidable_delta(c: Comparison, row: dict, n: int, a: float, method: str, target: float,
+                    sequence: str = "t") -> float:
     """The smallest margin δ at which c could be shown equivalent with n seeds per arm, if its
     estimate is the truth: |θ̂| + half-width(n)."""
     est = row["est"] if row.get("est") is not None and np.isfinite(row["est"]) else 0.0
-    return abs(est) + half_width(c, row, n, a, method, target, est)
+    return abs(est) + half_width(c, row, n, a, method, target, est, sequence)
 
 
 def _arm(c: Comparison, k: str) -> tuple[str, str, str]:
@@ -211,7 +245,8 @@ def _arm(c: Comparison, k: str) -> tuple[str, str, str]:
 
 def needs(comps: list[Comparison], rows: list[dict], n: dict[tuple[str, str, str], int],
           cost: dict[tuple[str, str, str], float], *, alpha: float, delta: float, family: int | None = None,
-          most: int = 32, method: str = "paired", budget_left: float | None = None) -> list[dict]:
+          most: int = 32, method: str = "paired", budget_left: float | None = None,
+          sequence: str = "t") -> list[dict]:
     """Per open comparison, what closing it takes under the sequence in use: seeds per arm
     (seeds_needed), the device-hours to get every arm there, `blocked` ("seed cap", "budget" or
     ""), and the δ decidable at the cap (decidable_delta)."""
@@ -223,19 +258,19 @@ def needs(comps: list[Comparison], rows: list[dict], n: dict[tuple[str, str, str
         if row["verdict"] != "open":
             continue
         now = min(n.get(_arm(c, k), 0) for k, _ in c.coefs)
-        need = max(seeds_needed(c, row, delta, a, method, most), now + 1.0)  # still open: at least one more
+        need = max(seeds_needed(c, row, delta, a, method, most, sequence=sequence), now + 1.0)  # still open: at least one more
         hours = (sum(max(need - n.get(_arm(c, k), 0), 0) * cost.get(_arm(c, k), 1.0) for k, _ in c.coefs)
                  if np.isfinite(need) else np.inf)
         blocked = "seed cap" if need > most else "budget" if budget_left is not None and hours > budget_left else ""
         out.append({"name": c.name, "seeds": now, "seeds_needed": need, "hours_needed": hours, "blocked": blocked,
-                    "delta_at_cap": decidable_delta(c, row, most, a, method, most)})
+                    "delta_at_cap": decidable_delta(c, row, most, a, method, most, sequence)})
     return out
 
 
 def allocate(comps: list[Comparison], rows: list[dict], n: dict[tuple[str, str, str], int],
              cost: dict[tuple[str, str, str], float], slots: int, *, alpha: float, delta: float,
              family: int | None = None, most: int = 32, method: str = "paired",
-             budget_left: float | None = None) -> tuple[dict[tuple[str, str, str], int], dict]:
+             budget_left: float | None = None, sequence: str = "t") -> tuple[dict[tuple[str, str, str], int], dict]:
     """The next wave: `slots` runs, one at a time to the arm (model, task, key) whose next seed
     does the most for the comparisons that can still close (`needs` with blocked == ""):
 
@@ -246,7 +281,7 @@ def allocate(comps: list[Comparison], rows: list[dict], n: dict[tuple[str, str, 
     seed elsewhere adds no pair). An arm gets nothing once its comparisons are decided or blocked,
     nor beyond `most` seeds. Returns ({arm: added seeds}, metrics)."""
     plan = {p["name"]: p for p in needs(comps, rows, n, cost, alpha=alpha, delta=delta, family=family,
-                                        most=most, method=method, budget_left=budget_left)}
+                                        most=most, method=method, budget_left=budget_left, sequence=sequence)}
     live = [c for c in comps if c.name in plan and not plan[c.name]["blocked"]]
     planned, added = dict(n), {}
     for _ in range(slots):
@@ -272,16 +307,17 @@ def allocate(comps: list[Comparison], rows: list[dict], n: dict[tuple[str, str, 
 
 
 def prior_needs(comps: list[Comparison], *, alpha: float, delta: float, most: int = 32,
-                method: str = "paired") -> list[dict]:
-    """Before any run, `needs` rows from the noise-free floor: the seeds per arm each sequence
-    needs to show a null comparison equivalent within ±δ with no noise at all (noise only adds),
-    and the δ it could show at the cap."""
+                method: str = "paired", sequence: str = "t", sd: float = 0.0) -> list[dict]:
+    """Before any run, `needs` rows for a null comparison: the seeds per arm each sequence needs
+    to show it equivalent within ±δ when one run's score has standard deviation `sd` (paired
+    contrasts taken as if unpaired, sd·√Σc², which pairing can only shrink; sd = 0 gives the
+    noise-free floor, which noise only raises), and the δ it could show at the cap."""
     a = alpha / family_size(comps, method)
-    quiet = {"sigma": 0.0}
     out = []
     for c in comps:
-        need = betting.samples_to_close(lambda n: half_width(c, quiet, n, a, method, most, 0.0), delta)
+        quiet = {"sigma": sd * np.sqrt(sum(w**2 for _, w in c.coefs)) if method == "paired" else sd}
+        need = samples_to_close(lambda n: half_width(c, quiet, n, a, method, most, 0.0, sequence), delta)
         out.append({"name": c.name, "seeds": 0, "seeds_needed": need, "hours_needed": np.inf,
                     "blocked": "seed cap" if need > most else "",
-                    "delta_at_cap": half_width(c, quiet, most, a, method, most, 0.0)})
+                    "delta_at_cap": half_width(c, quiet, most, a, method, most, 0.0, sequence)})
     return out

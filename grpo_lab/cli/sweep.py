@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import enum
 from pathlib import Path
 from typing import Optional
 
@@ -17,6 +18,12 @@ from grpo_lab.cli.common import (
 from grpo_lab.util.yamlio import ConfigError
 
 
+class Sequence(str, enum.Enum):
+    """--decide's confidence sequences (analysis/decide.py SEQUENCES), spelled for the CLI."""
+    t = "t"
+    betting = "betting"
+
+
 @app.command()
 def plan(
     matrix: Path = typer.Argument(..., help="matrix YAML (see matrices/)"),
@@ -24,9 +31,11 @@ def plan(
     cells: bool = typer.Option(False, "--cells", help="print a tab-separated line per cell instead of a table per trick set"),
     hardware: Optional[str] = typer.Option(None, help="hardware profile (default: the matrix's budget.hardware, else cpu)"),
     decide_delta: Optional[float] = typer.Option(
-        None, "--decide-delta", help="also print, per comparison, the seeds per arm `sweep --decide` needs at this δ even without noise"),
+        None, "--decide-delta", help="also print, per comparison, the seeds per arm `sweep --decide` needs to decide it at this δ (noise: --decide-sd)"),
     workspace: Path = typer.Option(Path(".grpo-lab"), help="workspace whose registry's finished runs calibrate the estimates"),
     db: Optional[str] = typer.Option(None, help="registry SQLAlchemy URL (default sqlite in the workspace; env GRPO_LAB_DB)"),
+    sequence: Sequence = typer.Option(Sequence.t, help="--decide-delta: the confidence sequence `sweep --decide` will use"),
+    decide_sd: float = typer.Option(0.02, "--decide-sd", help="--decide-delta: sd of one run's pass@1 to plan with (ten_tricks runs: 0.005-0.03 per task; 0 = the noise-free floor)"),
 ) -> None:
     """Expand a matrix and price every cell before any compute is spent (exit 0 whether or not it fits).
     Estimates are corrected by what finished runs of the same model measured, where the registry has any."""
@@ -49,10 +58,10 @@ def plan(
         from grpo_lab.analysis import decide as dec
         from grpo_lab.execution.waves import DecideOptions, plan_arms, say_needs
 
-        dopts = DecideOptions(delta=decide_delta)
+        dopts = DecideOptions(delta=decide_delta, sequence=sequence.value)
         comps = dec.comparisons(plan_arms(p))
         say_needs(dec.prior_needs(comps, alpha=dopts.alpha, delta=decide_delta, most=dopts.most_seeds,
-                                  method=dopts.method), dopts, lambda line: console.print(escape(line)))
+                                  method=dopts.method, sequence=dopts.sequence, sd=decide_sd), dopts, lambda line: console.print(escape(line)))
 
 
 @app.command()
@@ -105,11 +114,12 @@ def sweep(
     delta: float = typer.Option(0.02, help="--decide: equivalence margin on pass@1 (TOST within ±delta)"),
     most_seeds: int = typer.Option(32, help="--decide: seed cap per arm"),
     unpaired: bool = typer.Option(False, help="--decide: one sequence per arm mean instead of per seed-paired comparison"),
+    sequence: Sequence = typer.Option(Sequence.t, help="--decide: confidence sequence: t (Gaussian noise, any variance per comparison) or betting (any noise in [0, 1], ~10x the seeds)"),
 ) -> None:
     """Run every pending cell of a matrix; idempotent: finished runs are skipped, interrupted ones resume.
     With --decide, the matrix is the first wave: seeds are then added to the arms whose runs close the
-    most open comparisons that can still close, per device-hour (anytime-valid betting confidence
-    sequences, analysis/decide.py)."""
+    most open comparisons that can still close, per device-hour (anytime-valid confidence sequences,
+    analysis/decide.py)."""
     from rich.markup import escape
 
     from grpo_lab.execution.driver import PreflightFailed, SweepRequest, run_sweep
@@ -119,7 +129,8 @@ def sweep(
                            db=db, tracking_uri=tracking_uri, name=name,
                            on_change="replace" if replace else "extend" if extend else "refuse",
                            decide=dict(budget=budget, delta=delta, most_seeds=most_seeds,
-                                       method="unpaired" if unpaired else "paired") if decide else None)
+                                       method="unpaired" if unpaired else "paired", sequence=sequence.value)
+                           if decide else None)
     with contextlib.ExitStack() as live:
         view = SweepView(live, workspace)
         try:

@@ -41,10 +41,13 @@ class DecideOptions:
     delta: float = 0.02  # equivalence margin on pass@1
     alpha: float = 0.05  # family-wise, over all comparisons and waves
     wave: int | None = None  # runs per added wave (default: the runner's slots)
-    most_seeds: int = 32  # seed cap per arm; the betting stakes are tuned to close near it
+    most_seeds: int = 32  # seed cap per arm; each sequence is tuned to be tightest there
     # "paired": one sequence per comparison on seed-index paired differences; "unpaired": one per
     # arm mean, combined by interval sums (analysis/decide.py)
     method: str = "paired"
+    # "t": Gaussian noise of any variance per comparison (analysis/tmix.py); "betting": any noise
+    # within the score's range, at ~10x the seeds (analysis/betting.py)
+    sequence: str = "t"
 
 
 def observe(sweep: reg.Sweep) -> tuple[dict, dict, dict]:
@@ -139,7 +142,8 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
         # a restart that finds no new finished run (a budget stop, raised) re-analyses the last wave
         wave = (done[-1].wave if done[-1].runs == runs else done[-1].wave + 1) if done else 0
         rows, m = dec.decide(comps, scores, alpha=dopts.alpha, delta=dopts.delta,
-                             previous=previous_rows(session, sweep), method=dopts.method, target=dopts.most_seeds)
+                             previous=previous_rows(session, sweep), method=dopts.method, target=dopts.most_seeds,
+                             sequence=dopts.sequence)
         w = record(session, sweep, wave, rows, hours, runs)
         w.options_json = json.dumps(asdict(dopts))
         say(f"wave {wave}: {hours:.3g} {sweep.unit} spent; {m['significant']} significant, "
@@ -152,7 +156,8 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
         left = None if budget is None else budget - hours
         if left is not None:
             slots = min(slots, int(left / mean_cost))
-        common = dict(alpha=dopts.alpha, delta=dopts.delta, most=dopts.most_seeds, method=dopts.method, budget_left=left)
+        common = dict(alpha=dopts.alpha, delta=dopts.delta, most=dopts.most_seeds, method=dopts.method,
+                      sequence=dopts.sequence, budget_left=left)
         if wave == 0:
             say_needs(dec.needs(comps, rows, seeds, cost, **common), dopts, say)
         added, _ = dec.allocate(comps, rows, seeds, cost, max(slots, 0), **common)

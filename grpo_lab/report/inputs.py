@@ -258,7 +258,9 @@ def _decide_flags(decisions: dict) -> tuple[list[str], str]:
     if opts.get("budget") is not None:
         flags += ["--budget", f"{opts['budget']:g}"]
     flags += ["--delta", f"{opts['delta']:g}", "--most-seeds", str(opts["most_seeds"])]
-    return flags + (["--unpaired"] if opts.get("method") == "unpaired" else []), ""
+    flags += ["--unpaired"] if opts.get("method") == "unpaired" else []
+    # waves recorded before the sequence was an option used betting
+    return flags + ([] if opts.get("sequence", "betting") == "t" else ["--sequence", "betting"]), ""
 
 
 def reproduce_commands(sweep: reg.Sweep, matrix: str, metric: str, logit: bool, decisions: dict) -> list[str]:

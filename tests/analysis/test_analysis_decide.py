@@ -1,4 +1,4 @@
-"""Sequential decisions: betting confidence sequences hold at every look, verdicts, pairing,
+"""Sequential decisions: betting and t-mixture confidence sequences hold at every look, verdicts, pairing,
 what closing a comparison needs, and where the next seeds go."""
 
 import numpy as np
@@ -67,58 +67,67 @@ def scores_for(effects: dict, n: int, sd=0.01, seed=0):
     return {("m", "t"): {k: list(np.clip(0.3 + effects.get(k, 0.0) + rng.normal(0, sd, n), 0, 1)) for k in KEYS}}
 
 
+@pytest.mark.parametrize("sequence", decide.SEQUENCES)
 @pytest.mark.parametrize("method", decide.METHODS)
-def test_a_big_effect_is_decided_and_kept_and_small_ones_stay_open_at_few_seeds(method):
+def test_a_big_effect_is_decided_and_kept_and_small_ones_stay_open_at_few_seeds(method, sequence):
     comps = decide.comparisons({("m", "t"): KEYS})
-    rows, m = decide.decide(comps, scores_for({"a": 0.5}, 40), alpha=0.05, delta=0.005, method=method)
+    rows, m = decide.decide(comps, scores_for({"a": 0.5}, 40), alpha=0.05, delta=0.005, method=method,
+                            sequence=sequence)
     by = {r["name"]: r for r in rows}
     assert by["m/t/effect:a"]["verdict"] == "significant" and by["m/t/effect:b"]["verdict"] == "open"
     assert by["m/t/effect:a"]["lower"] > 0 and m["significant"] + m["equivalent"] + m["open"] == len(comps)
-    later, _ = decide.decide(comps, scores_for({}, 40, seed=1), alpha=0.05, delta=0.005, previous=by, method=method)
+    later, _ = decide.decide(comps, scores_for({}, 40, seed=1), alpha=0.05, delta=0.005, previous=by, method=method,
+                             sequence=sequence)
     assert {r["name"]: r for r in later}["m/t/effect:a"]["verdict"] == "significant"  # kept
 
 
-def test_pairing_cancels_a_shared_seed_part():
+@pytest.mark.parametrize("sequence", decide.SEQUENCES)
+def test_pairing_cancels_a_shared_seed_part(sequence):
     """Arms that share a large seed-level component: the paired interval is narrower."""
     rng = np.random.default_rng(0)
     shared = rng.normal(0, 0.15, 120)
     scores = {("m", "t"): {k: list(np.clip(0.5 + shared + rng.normal(0, 0.01, 120), 0, 1)) for k in ["baseline", "a"]}}
     comps = decide.comparisons({("m", "t"): ["baseline", "a"]})
-    (p,), _ = decide.decide(comps, scores, alpha=0.05, delta=0.05, method="paired", target=120)
-    (u,), _ = decide.decide(comps, scores, alpha=0.05, delta=0.05, method="unpaired", target=120)
+    (p,), _ = decide.decide(comps, scores, alpha=0.05, delta=0.05, method="paired", target=120, sequence=sequence)
+    (u,), _ = decide.decide(comps, scores, alpha=0.05, delta=0.05, method="unpaired", target=120, sequence=sequence)
     assert p["upper"] - p["lower"] < 0.8 * (u["upper"] - u["lower"])
 
 
-def test_needs_flags_what_the_cap_cannot_close_and_the_margin_it_could():
+@pytest.mark.parametrize("sequence, delta, most", [("betting", 0.02, 32), ("t", 0.002, 12)])  # beyond reach at the cap
+def test_needs_flags_what_the_cap_cannot_close_and_the_margin_it_could(sequence, delta, most):
     comps = decide.comparisons({("m", "t"): KEYS})
-    rows, _ = decide.decide(comps, scores_for({"a": 0.5}, 8), alpha=0.05, delta=0.02)
+    rows, _ = decide.decide(comps, scores_for({"a": 0.5}, 8), alpha=0.05, delta=delta, sequence=sequence)
     n = {("m", "t", k): 8 for k in KEYS}
-    plan = {p["name"]: p for p in decide.needs(comps, rows, n, {}, alpha=0.05, delta=0.02, most=32)}
-    assert "m/t/effect:a" not in plan or plan["m/t/effect:a"]["seeds_needed"] <= 32
+    plan = {p["name"]: p for p in decide.needs(comps, rows, n, {}, alpha=0.05, delta=delta, most=most,
+                                               sequence=sequence)}
+    assert "m/t/effect:a" not in plan or plan["m/t/effect:a"]["seeds_needed"] <= most
     b = plan["m/t/effect:b"]
-    assert b["blocked"] == "seed cap" and b["seeds_needed"] > 32 and b["delta_at_cap"] > 0.02
-    wider = decide.needs(comps, rows, n, {}, alpha=0.05, delta=b["delta_at_cap"] * 1.2, most=32)
+    assert b["blocked"] == "seed cap" and b["seeds_needed"] > most and b["delta_at_cap"] > delta
+    wider = decide.needs(comps, rows, n, {}, alpha=0.05, delta=b["delta_at_cap"] * 1.2, most=most, sequence=sequence)
     assert {p["name"]: p for p in wider}["m/t/effect:b"]["blocked"] == ""
-    tight = decide.needs(comps, rows, n, {}, alpha=0.05, delta=0.5, most=32, budget_left=1.0)
+    tight = decide.needs(comps, rows, n, {}, alpha=0.05, delta=0.5, most=most, budget_left=1.0, sequence=sequence)
     assert {p["name"]: p for p in tight}["m/t/effect:b"]["blocked"] == "budget"
 
 
 def test_allocation_goes_to_comparisons_that_can_close_and_prefers_cheap_arms():
+    """The allocator's rule on the betting sequence, whose noise-free floor makes "cannot close" exact
+    at 3 seeds (the t sequence, on 3 seeds' noise, rightly still hopes)."""
+    seq = dict(sequence="betting")
     comps = decide.comparisons({("m", "t"): KEYS})
-    rows, _ = decide.decide(comps, scores_for({"a": 0.3, "c": 0.3}, 3), alpha=0.05, delta=0.5)
+    rows, _ = decide.decide(comps, scores_for({"a": 0.3, "c": 0.3}, 3), alpha=0.05, delta=0.5, **seq)
     n = {("m", "t", k): 3 for k in KEYS}
     cost = {arm: 1.0 for arm in n}
-    added, m = decide.allocate(comps, rows, n, cost, slots=8, alpha=0.05, delta=0.5)
+    added, m = decide.allocate(comps, rows, n, cost, slots=8, alpha=0.05, delta=0.5, **seq)
     assert sum(added.values()) == 8 == m["runs"] and m["hours"] == 8.0
     assert ("m", "t", "baseline") in added  # it serves every open comparison
-    cheap_b = decide.allocate(comps, rows, n, {**cost, ("m", "t", "b"): 0.01}, slots=4, alpha=0.05, delta=0.5)[0]
+    cheap_b = decide.allocate(comps, rows, n, {**cost, ("m", "t", "b"): 0.01}, slots=4, alpha=0.05, delta=0.5, **seq)[0]
     assert cheap_b.get(("m", "t", "b"), 0) >= 2
     done = [{**r, "verdict": "significant"} for r in rows]
-    assert decide.allocate(comps, done, n, cost, slots=4, alpha=0.05, delta=0.5)[0] == {}
-    nulls, _ = decide.decide(comps, scores_for({}, 3), alpha=0.05, delta=0.001)
-    hopeless, m = decide.allocate(comps, nulls, n, cost, slots=4, alpha=0.05, delta=0.001, most=32)
+    assert decide.allocate(comps, done, n, cost, slots=4, alpha=0.05, delta=0.5, **seq)[0] == {}
+    nulls, _ = decide.decide(comps, scores_for({}, 3), alpha=0.05, delta=0.001, **seq)
+    hopeless, m = decide.allocate(comps, nulls, n, cost, slots=4, alpha=0.05, delta=0.001, most=32, **seq)
     assert hopeless == {} and m["closable"] == 0  # no effect, ±0.001 on [0, 1] outcomes: 32 seeds cannot
-    big, m = decide.allocate(comps, rows, n, cost, slots=4, alpha=0.05, delta=0.001, most=32)
+    big, m = decide.allocate(comps, rows, n, cost, slots=4, alpha=0.05, delta=0.001, most=32, **seq)
     assert m["closable"] == 2 and set(big) <= {("m", "t", k) for k in ("a", "c", "baseline")}  # the two big effects
 
 

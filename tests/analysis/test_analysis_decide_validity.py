@@ -7,7 +7,10 @@ is open or nothing can close within the 64-seed cap. A replicate errs "significa
 θ = 0 comparison is called significant or a θ ≠ 0 one gets the wrong sign, and "equivalent" when
 a |θ| ≥ δ comparison is called equivalent. Each rate must stay ≤ α + 2 Monte Carlo standard
 errors, under noise models the normal-mixture method assumed away: heavy tails, collapsed seeds,
-one arm 9x noisier, pass rates near 0 and 1, and a true effect exactly at the TOST margin.
+one arm 9x noisier, pass rates near 0 and 1, and a true effect exactly at the TOST margin; for
+both sequences (the t mixture also where seeds are as noisy as the margin), and for betting also
+under a skewed null (one arm collapses 10% of seeds and sits higher on the rest), which the t
+mixture does not survive.
 
 A pooled-σ normal-mixture sequence (Howard et al. 2021), which assumes one noise level per cell,
 stays here as a reference: the same loop shows it failing the 9x case, so the suite can tell a
@@ -27,27 +30,31 @@ ALPHA, DELTA, CAP, START, WAVE = 0.05, 0.2, 64, 2, 12
 SD = 0.05
 
 
-def simulate(model: str, rng: np.random.Generator) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+def simulate(model: str, rng: np.random.Generator, sd: float = SD, delta: float = DELTA
+             ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """(arm -> per-seed scores for seeds 0..CAP−1, arm -> true mean) under one noise model.
     Scores are clipped to [0, 1]; around a mean of 0.5 symmetric noise keeps the mean there."""
     shape = (len(ARMS), CAP)
     mu = dict.fromkeys(ARMS, 0.5)
     if model == "gaussian":
-        y = 0.5 + rng.normal(0, SD, shape) + rng.normal(0, SD, (1, CAP))  # a shared seed part: pairing cancels it
+        y = 0.5 + rng.normal(0, sd, shape) + rng.normal(0, sd, (1, CAP))  # a shared seed part: pairing cancels it
     elif model == "t3":
-        y = 0.5 + SD * rng.standard_t(3, shape) / np.sqrt(3)
+        y = 0.5 + sd * rng.standard_t(3, shape) / np.sqrt(3)
     elif model == "collapse":  # 10% of seeds end near 0 in every arm
-        y = np.where(rng.random(shape) < 0.1, 0.02 + rng.normal(0, 0.01, shape), 0.5 + rng.normal(0, SD, shape))
+        y = np.where(rng.random(shape) < 0.1, 0.02 + rng.normal(0, 0.01, shape), 0.5 + rng.normal(0, sd, shape))
         mu = dict.fromkeys(ARMS, 0.9 * 0.5 + 0.1 * 0.02)
     elif model == "hetero":  # arm a's seeds are 3x noisier (9x the variance)
-        y = 0.5 + rng.normal(0, SD, shape) * np.where(np.array(ARMS) == "a", 3.0, 1.0)[:, None]
+        y = 0.5 + rng.normal(0, sd, shape) * np.where(np.array(ARMS) == "a", 3.0, 1.0)[:, None]
     elif model in ("near0", "near1"):
         p = 0.02 if model == "near0" else 0.98
         y = rng.binomial(200, p, shape) / 200
         mu = dict.fromkeys(ARMS, p)
     elif model == "tost":  # a exactly +δ, b exactly −δ, a+b additive
-        mu = {**mu, "a": 0.5 + DELTA, "b": 0.5 - DELTA}
-        y = np.array([mu[k] for k in ARMS])[:, None] + rng.normal(0, SD, shape)  # 4 sd from the clip
+        mu = {**mu, "a": 0.5 + delta, "b": 0.5 - delta}
+        y = np.array([mu[k] for k in ARMS])[:, None] + rng.normal(0, sd, shape)  # 4 sd from the clip
+    elif model == "skew":  # arm a: 10% of seeds collapse to 0.02, the others sit higher; same mean
+        y = 0.5 + rng.normal(0, sd, shape)
+        y[1] = np.where(rng.random(CAP) < 0.1, 0.02, (0.5 - 0.1 * 0.02) / 0.9 + rng.normal(0, sd, CAP))
     else:
         raise ValueError(model)
     return dict(zip(ARMS, np.clip(y, 0.0, 1.0))), mu
@@ -57,19 +64,19 @@ def truths(comps, mu) -> np.ndarray:
     return np.round([sum(w * mu[k] for k, w in c.coefs) for c in comps], 12)
 
 
-def run_new(comps, y, method: str) -> list[dict]:
+def run_new(comps, y, method: str, sequence: str, delta: float = DELTA) -> list[dict]:
     """The real loop: decide, allocate, reveal the allocated seeds, until closed."""
     n = dict.fromkeys(ARMS, START)
     previous = None
     while True:
         scores = {("m", "t"): {k: {i: y[k][i] for i in range(n[k])} for k in ARMS}}
-        rows, m = decide.decide(comps, scores, alpha=ALPHA, delta=DELTA, previous=previous, method=method,
-                                target=CAP)
+        rows, m = decide.decide(comps, scores, alpha=ALPHA, delta=delta, previous=previous, method=method,
+                                target=CAP, sequence=sequence)
         previous = {r["name"]: r for r in rows}
         if m["open"] == 0:
             return rows
         added, _ = decide.allocate(comps, rows, {("m", "t", k): v for k, v in n.items()}, {}, WAVE,
-                                   alpha=ALPHA, delta=DELTA, most=CAP, method=method)
+                                   alpha=ALPHA, delta=delta, most=CAP, method=method, sequence=sequence)
         if not added:
             return rows
         for (_, _, k), extra in added.items():
@@ -105,25 +112,26 @@ def run_reference(comps, y) -> list[dict]:
     return [{"name": c.name, "verdict": verdicts[c.name], "lower": signs[c.name]} for c in comps]
 
 
-def errors(rows, theta) -> tuple[bool, bool]:
+def errors(rows, theta, delta: float = DELTA) -> tuple[bool, bool]:
     """(a false significant, a false equivalent) in one sweep's verdicts; a significant
     verdict's sign is its interval's (lower > 0: positive)."""
     v = np.array([r["verdict"] for r in rows])
     sign = np.where(np.array([r["lower"] for r in rows], float) > 0, 1.0, -1.0)
     sig = v == "significant"
     false_sig = bool((sig & ((theta == 0) | (sign != np.sign(theta)))).any())
-    false_eq = bool(((v == "equivalent") & (np.abs(theta) >= DELTA - 1e-12)).any())
+    false_eq = bool(((v == "equivalent") & (np.abs(theta) >= delta - 1e-12)).any())
     return false_sig, false_eq
 
 
-def error_rates(model: str, runner, reps: int, seed: int = 0) -> tuple[float, float, float]:
+def error_rates(model: str, runner, reps: int, seed: int = 0, sd: float = SD, delta: float = DELTA
+                ) -> tuple[float, float, float]:
     """(false significant, false equivalent, Monte Carlo bound α + 2 SE) over `reps` sweeps."""
     rng = np.random.default_rng(seed)
     comps = decide.comparisons({("m", "t"): ARMS})
     acc = []
     for _ in range(reps):
-        y, mu = simulate(model, rng)
-        acc.append(errors(runner(comps, y), truths(comps, mu)))
+        y, mu = simulate(model, rng, sd, delta)
+        acc.append(errors(runner(comps, y), truths(comps, mu), delta))
     fs, fe = np.mean(acc, axis=0)
     return float(fs), float(fe), ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / reps)
 
@@ -133,9 +141,41 @@ MODELS = ["gaussian", "t3", "collapse", "hetero", "near0", "near1", "tost"]
 
 @pytest.mark.parametrize("method", ["paired", "unpaired"])
 @pytest.mark.parametrize("model", MODELS)
-def test_family_wise_error_holds_under_every_noise_model(model, method):
-    fs, fe, bound = error_rates(model, lambda comps, y: run_new(comps, y, method), reps=80)
+def test_betting_family_wise_error_holds_under_every_noise_model(model, method):
+    fs, fe, bound = error_rates(model, lambda comps, y: run_new(comps, y, method, "betting"), reps=80)
     assert fs <= bound and fe <= bound, (model, method, fs, fe, bound)
+
+
+def test_betting_holds_where_a_trick_collapses_some_seeds_and_lifts_the_rest():
+    """The skewed null the t sequence is not built for (docs/results.md gives its error there):
+    the distribution-free sequence keeps its guarantee."""
+    for method in ("paired", "unpaired"):
+        fs, fe, bound = error_rates("skew", lambda comps, y: run_new(comps, y, method, "betting"), reps=80)
+        assert fs <= bound and fe <= bound, (method, fs, fe, bound)
+
+
+@pytest.mark.parametrize("method", ["paired", "unpaired"])
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("sd, delta", [(SD, DELTA), (0.02, 0.02)])
+def test_t_family_wise_error_holds_under_every_noise_model(model, method, sd, delta):
+    """Where seeds are as noisy as the margin (0.02, 0.02) the loop runs many waves and decides
+    most comparisons near the margin: the hard case for optional stopping."""
+    fs, fe, bound = error_rates(model, lambda comps, y: run_new(comps, y, method, "t", delta), reps=200,
+                                sd=sd, delta=delta)
+    assert fs <= bound and fe <= bound, (model, method, sd, delta, fs, fe, bound)
+
+
+def test_t_decides_at_a_realistic_margin_where_betting_cannot():
+    """At δ = sd = 0.02 the t sequence reaches verdicts within the 64-seed cap; betting, which
+    holds for every bounded distribution, needs ~400 seeds for any of them."""
+    rng = np.random.default_rng(1)
+    comps = decide.comparisons({("m", "t"): ARMS})
+    y, _ = simulate("gaussian", rng, 0.02, 0.02)
+    decided = {seq: sum(r["verdict"] != "open" for r in run_new(comps, y, "paired", seq, 0.02)) for seq in SEQUENCES}
+    assert decided["t"] >= len(comps) // 2 and decided["betting"] == 0, decided
+
+
+SEQUENCES = ("t", "betting")
 
 
 def test_the_suite_catches_the_pooled_normal_mixture_on_the_noisy_arm():

@@ -34,8 +34,9 @@ def decide_once(matrix, ws, dopts, on_event=None):
 
 def test_decide_adds_waves_records_them_and_resumes_after_a_kill(tmp_path):
     matrix = write_matrix(tmp_path, "dec", seeds=(0, 1), tricks=["baseline", {"singles": ["lr_warmup"]}])
-    # a margin this wide can be shown equivalent at the 4-seed cap, not before: waves must add seeds
-    dopts = DecideOptions(delta=0.9, wave=2, most_seeds=4)
+    # on the betting sequence a margin this wide can be shown equivalent at the 4-seed cap, not
+    # before: waves must add seeds
+    dopts = DecideOptions(delta=0.9, wave=2, most_seeds=4, sequence="betting")
 
     def kill_in_wave_1(kind, cell, out):
         if kind == "start" and cell.seed == 2:

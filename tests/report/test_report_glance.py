@@ -99,7 +99,8 @@ def _sweep(name: str, matrix: str, runners: list[str]) -> SimpleNamespace:
     return SimpleNamespace(name=name, matrix_path=matrix, cells=[SimpleNamespace(run=run)])
 
 
-OPTIONS = {"budget": 4.0, "delta": 0.02, "alpha": 0.05, "wave": None, "most_seeds": 32, "method": "unpaired"}
+OPTIONS = {"budget": 4.0, "delta": 0.02, "alpha": 0.05, "wave": None, "most_seeds": 32, "method": "unpaired",
+           "sequence": "t"}
 
 
 def test_reproduce_runs_from_the_repo_with_every_decide_flag() -> None:
@@ -112,6 +113,9 @@ def test_reproduce_runs_from_the_repo_with_every_decide_flag() -> None:
                    "--delta 0.02 --most-seeds 32 --unpaired")
     assert report == "grpo-lab report tt --metric pass@1 --logit"
     assert not any(re.search(r"(^|\s)/", c) for c in (plan, run, report))
+    older = {k: v for k, v in OPTIONS.items() if k != "sequence"}  # waves recorded before t existed used betting
+    assert reproduce_commands(sweep, matrix, "pass@1", True, {"waves": [{}], "options": older})[1].endswith(
+        "--unpaired --sequence betting")
 
 
 def test_reproduce_without_decide_or_with_unrecorded_options() -> None:

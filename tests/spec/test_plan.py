@@ -83,11 +83,15 @@ def test_large_plan_prints_a_row_per_trick_set_and_streams_cells(tmp_path):
 
 
 def test_plan_says_which_comparisons_decide_could_close():
-    """At δ = 0.02 no ten_tricks comparison can close within 32 seeds even without noise; at a
-    margin above the one it prints for an effect, effects can."""
-    res = runner.invoke(app, ["plan", str(ROOT / "matrices" / "ten_tricks.yaml"), "--decide-delta", "0.02"])
-    assert res.exit_code == 0, res.output
-    text = " ".join(res.output.split())
+    """t sequence (the default): at δ = 0.02 with runs of sd 0.02 no ten_tricks comparison closes
+    within 32 seeds, and the margin that would is printed; at sd 0.01 the effects close, the
+    interactions (4 arms each) do not. Betting: not even without noise (~420 seeds), effects from
+    δ = 0.25."""
+    plan = ["plan", str(ROOT / "matrices" / "ten_tricks.yaml"), "--decide-delta"]
+    said = lambda *args: " ".join(runner.invoke(app, [*plan, *args]).output.split())  # noqa: E731
+    text = said("0.02")
+    assert "45 open comparisons; 45 cannot close" in text and "decidable at δ ≥ 0.0247" in text
+    assert "45 open comparisons; 6 cannot close" in said("0.02", "--decide-sd", "0.01")
+    text = said("0.02", "--sequence", "betting")
     assert "45 open comparisons; 45 cannot close" in text and "decidable at δ ≥ 0.23" in text
-    res = runner.invoke(app, ["plan", str(ROOT / "matrices" / "ten_tricks.yaml"), "--decide-delta", "0.25"])
-    assert "45 open comparisons; 6 cannot close" in " ".join(res.output.split())  # the interactions
+    assert "45 open comparisons; 6 cannot close" in said("0.25", "--sequence", "betting")  # the interactions
