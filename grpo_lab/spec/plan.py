@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from grpo_lab.spec.arm import arm_label
 from grpo_lab.spec.budget import PHASES, Calibration, Estimate, estimate_cells
 from grpo_lab.spec.matrix import DEFAULT_HARDWARE, Cell, MatrixSpec, expand
 from grpo_lab.spec.model_cards import Hardware, load_hardware
@@ -108,7 +109,7 @@ def make_plan(spec: MatrixSpec, hardware: str | None = None, name: str = "matrix
     budget = spec.budget
     hw = plan_hardware(spec, hardware)
     cells = expand(spec)
-    warnings = list(dict.fromkeys(f"{'+'.join(c.shared.tricks)}: {'; '.join(c.warnings)}" for c in cells if c.warnings))
+    warnings = list(dict.fromkeys(f"{arm_label(c.shared.tricks)}: {'; '.join(c.warnings)}" for c in cells if c.warnings))
     if () not in spec.trick_sets():
         warnings.append("no baseline arm: every effect and verdict is measured against the baseline, so the "
                         "report can only rank these trick sets; add `- baseline` to tricks")
