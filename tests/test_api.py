@@ -27,3 +27,14 @@ def test_plan_sweep_and_report_as_calls(tmp_path):
     assert md.exists() and "ema_reference" in html.read_text()
     with pytest.raises(ConfigError, match="did you mean 'api'"):
         grpo_lab.report_sweep("apj", workspace=tmp_path / "ws")
+
+
+@pytest.mark.parametrize("decide, says", [({"sequnce": "t"}, "unknown option 'sequnce' (did you mean 'sequence'?)"),
+                                          ({"sequence": "bayes"}, "decide.sequence: 'bayes' is not one of t, betting"),
+                                          ({"delta": 0}, "needs delta > 0")])
+def test_a_bad_decide_option_is_refused_before_any_run(tmp_path, decide, says):
+    matrix = write_matrix(tmp_path, "bad")
+    with pytest.raises(ConfigError) as err:
+        grpo_lab.sweep(matrix, workspace=tmp_path / "ws", preflight=False, decide=decide)
+    assert says in str(err.value)
+    assert not (tmp_path / "ws" / "runs").exists()  # nothing trained, nothing registered

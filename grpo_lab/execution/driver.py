@@ -70,6 +70,11 @@ def run_sweep(request: SweepRequest, on_event: Events | None = None) -> SweepRes
 
     on_event = on_event or _quiet
     opts = request.options()
+    decide = None
+    if request.decide is not None:  # imported only here: the decide stack pulls in scipy
+        from grpo_lab.execution.waves import DecideOptions
+
+        decide = DecideOptions.parse(request.decide)
     plan = plan_for(Path(request.matrix), opts)
     profile = load_profile(request.runner or load_matrix(request.matrix).runner)
     check_runnable({id(c.shared): c.shared for c in plan.cells}.values())  # before preflight loads models
@@ -82,7 +87,7 @@ def run_sweep(request: SweepRequest, on_event: Events | None = None) -> SweepRes
         if request.preflight:
             _preflight(plan, sweep, on_event)
         session.commit()
-        return _execute(session, sweep, plan, profile, request, opts, on_event)
+        return _execute(session, sweep, plan, profile, request, opts, decide, on_event)
 
 
 def check_runnable(configs) -> None:
@@ -115,7 +120,7 @@ def _preflight(plan, sweep: reg.Sweep, on_event: Events) -> None:
 
 
 def _execute(session, sweep: reg.Sweep, plan, profile, request: SweepRequest, opts: SweepOptions,
-             on_event: Events) -> SweepResult:
+             decide: Any, on_event: Events) -> SweepResult:
     """The runs on the profile's runner, each finished run mirrored to MLflow; --decide's waves first."""
     from grpo_lab.execution import tracking
     from grpo_lab.execution.mirror import SweepTracker
@@ -138,10 +143,10 @@ def _execute(session, sweep: reg.Sweep, plan, profile, request: SweepRequest, op
 
     why = None
     try:
-        if request.decide is not None:  # imported only here: the decide stack pulls in scipy
-            from grpo_lab.execution.waves import DecideOptions, run_decide
+        if decide is not None:
+            from grpo_lab.execution.waves import run_decide
 
-            why = run_decide(session, sweep, plan, runner, opts, DecideOptions(**request.decide),
+            why = run_decide(session, sweep, plan, runner, opts, decide,
                              on_event=cell_event, say=lambda line: on_event("say", line=line))
         result = execute_sweep(session, sweep, runner, opts, on_event=cell_event)
     finally:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from sqlalchemy import select
@@ -29,6 +29,7 @@ from grpo_lab.spec.matrix import Cell
 from grpo_lab.spec.model_cards import load_card
 from grpo_lab.spec.plan import Plan
 from grpo_lab.spec.arm import arm_key
+from grpo_lab.util.yamlio import ConfigError, suggest
 
 METRIC = "eval/pass@1"
 
@@ -48,6 +49,24 @@ class DecideOptions:
     # "t": Gaussian noise of any variance per comparison (analysis/tmix.py); "betting": any noise
     # within the score's range, at ~10x the seeds (analysis/betting.py)
     sequence: str = "t"
+
+    @classmethod
+    def parse(cls, options: dict) -> DecideOptions:
+        """From a library call's decide={...}: an unknown key or a value out of range is a
+        ConfigError naming it, raised before any run starts."""
+        names = [f.name for f in fields(cls)]
+        for key in options:
+            if key not in names:
+                raise ConfigError(f"decide: unknown option {key!r}{suggest(key, names)}; options: {', '.join(names)}")
+        out = cls(**options)
+        allowed = {"method": dec.METHODS, "sequence": tuple(dec.SEQUENCES)}
+        for key, choices in allowed.items():
+            if getattr(out, key) not in choices:
+                raise ConfigError(f"decide.{key}: {getattr(out, key)!r} is not one of {', '.join(choices)}")
+        if not (out.delta > 0 and 0 < out.alpha < 1 and out.most_seeds >= 2):
+            raise ConfigError(f"decide: needs delta > 0, 0 < alpha < 1 and most_seeds >= 2, got delta={out.delta}, "
+                              f"alpha={out.alpha}, most_seeds={out.most_seeds}")
+        return out
 
 
 def observe(sweep: reg.Sweep) -> tuple[dict, dict, dict]:
