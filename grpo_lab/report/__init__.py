@@ -23,7 +23,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from grpo_lab.report.figures import FigureLimits, choose_sets, make_figures
+from grpo_lab.report.figure_data import FigureLimits
+from grpo_lab.report.figures import choose_sets, make_figures
 from grpo_lab.report.forest import forest_images
 from grpo_lab.report.inputs import ReportData
 from grpo_lab.report.render import Document, Image, render_html, render_markdown

@@ -80,7 +80,7 @@ def test_verdicts_follow_effects_ci_cost_and_interactions(report_data: ReportDat
 
 
 def test_chosen_sets_put_baseline_then_flagged_first(report_data: ReportData) -> None:
-    from grpo_lab.report.figures import pick_trick_sets
+    from grpo_lab.report.figure_data import pick_trick_sets
 
     chosen = pick_trick_sets(report_data.runs, report_data.effects, report_data.interactions,
                              max_sets=3).filter(pl.col("task") == "math").sort("rank")
