@@ -209,6 +209,26 @@ def _variance_blocks(variance: pl.DataFrame, unit: str) -> list[Block]:
     return [intro, Table(headers, rows)]
 
 
+SEQUENCE_TEXT = {  # analysis/decide.py SEQUENCES, as the report explains them
+    "t": ("t-mixture confidence sequences (the sequential t-test: Gaussian seed noise of any variance, "
+          "estimated per comparison)", "for Gaussian seed noise (measured: heavy tails, collapsed seeds, a noisier "
+          "trick, pass rates near 0 or 1; not a trick that collapses a few seeds and lifts the rest)"),
+    "betting": ("Betting confidence sequences for bounded outcomes (Waudby-Smith & Ramdas 2023)",
+                "for any distribution of a run's score"),
+}
+
+
+def _method_text(options: dict | None) -> str:
+    """The sentence naming the sequence and pairing the recorded --decide options used (waves
+    recorded before the sequence was an option used betting)."""
+    if not options:
+        return "Confidence sequences (their options were not recorded), Bonferroni over the comparisons."
+    name, holds = SEQUENCE_TEXT[options.get("sequence", "betting")]
+    pairing = "per-arm means" if options.get("method") == "unpaired" else "seed-index paired contrasts"
+    return (f"{name} on {pairing}, Bonferroni over the comparisons: family-wise error ≤ α at every wave, "
+            f"whenever the sweep stopped, {holds}.")
+
+
 def _decision_blocks(decisions: dict, unit: str) -> list[Block]:
     waves, verdicts = decisions.get("waves") or [], decisions.get("verdicts") or []
     if not waves:
@@ -220,9 +240,7 @@ def _decision_blocks(decisions: dict, unit: str) -> list[Block]:
         f"--decide: {len(waves)} wave(s), {waves[-1]['runs']} runs, {num(waves[-1]['hours'])} {unit}. "
         f"Decided {by_kind['effect'][0]} of {by_kind['effect'][1]} effects and {by_kind['interaction'][0]} of "
         f"{by_kind['interaction'][1]} interactions: {counts['significant']} significant, {counts['equivalent']} "
-        f"equivalent within ±δ, {counts['open']} open. Betting confidence sequences for bounded outcomes "
-        "(Waudby-Smith & Ramdas 2023) on seed-index paired contrasts, Bonferroni over the comparisons: "
-        "family-wise error ≤ α at every wave, whenever the sweep stopped, for any distribution of a run's score. "
+        f"equivalent within ±δ, {counts['open']} open. {_method_text(decisions.get('options'))} "
         "These are the verdict table's labels.")
     wave_table = Table(["wave", f"{unit} spent", "runs", "significant", "equivalent", "open", "runs added"],
                        [[str(w["wave"]), num(w["hours"]), str(w["runs"]), str(w["significant"]),

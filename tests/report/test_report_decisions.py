@@ -39,3 +39,14 @@ def test_decisions_section_reports_waves_verdicts_and_the_budget(tmp_path: Path)
 def test_no_decisions_section_without_its_inputs(tmp_path: Path) -> None:
     _, md = write_report(make_data(), tmp_path)
     assert 'id="decisions"' not in md.read_text()
+
+
+def test_the_section_names_the_sequence_the_waves_used(tmp_path: Path) -> None:
+    said = {}
+    for case, options in {"t": {"sequence": "t", "method": "paired"}, "old": {"method": "unpaired"},
+                          "unrecorded": None}.items():
+        data = dataclasses.replace(make_data(), decisions={**DECISIONS, "options": options})
+        said[case] = " ".join(write_report(data, tmp_path / case)[1].read_text().split())
+    assert "t-mixture confidence sequences" in said["t"] and "seed-index paired contrasts" in said["t"]
+    assert "Betting confidence sequences" in said["old"] and "per-arm means" in said["old"]  # before t existed
+    assert "options were not recorded" in said["unrecorded"]
