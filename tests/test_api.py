@@ -31,7 +31,11 @@ def test_plan_sweep_and_report_as_calls(tmp_path):
 
 @pytest.mark.parametrize("decide, says", [({"sequnce": "t"}, "unknown option 'sequnce' (did you mean 'sequence'?)"),
                                           ({"sequence": "bayes"}, "decide.sequence: 'bayes' is not one of t, betting"),
-                                          ({"delta": 0}, "needs delta > 0")])
+                                          ({"delta": 0}, "decide.delta: 0 is out of range"),
+                                          ({"most_seeds": None}, "decide.most_seeds: None is out of range"),
+                                          ({"wave": 0}, "decide.wave: 0 is out of range"),
+                                          ({"budget": -1.0}, "decide.budget: -1.0 is out of range"),
+                                          ("t", "expected a mapping of options")])
 def test_a_bad_decide_option_is_refused_before_any_run(tmp_path, decide, says):
     matrix = write_matrix(tmp_path, "bad")
     with pytest.raises(ConfigError) as err:

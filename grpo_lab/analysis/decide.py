@@ -47,7 +47,8 @@ The price of holding for every bounded distribution (betting): a seed's paired d
 be anywhere in its range, so even without noise an interval narrows by about log(2/α_K)/(C·t) of
 the range after t seeds; at α = 0.05 over 45 comparisons a ±0.02 equivalence on pass@1 needs ~420
 seeds per arm whatever the noise (betting.min_samples). The t sequence needs what the noise needs:
-~1.2x the seeds of a fixed-n t-test at α_K. `needs` says either before seeds are spent.
+at α_K = 0.05/45 about 1.5-1.75x the seeds of a fixed-n t-test (7, 12, 26, 56 for its 4, 8, 16,
+32), the price of looking at every wave. `needs` says either before seeds are spent.
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ def decide(comps: list[Comparison], scores: dict[tuple[str, str], dict[str, obje
     """One wave's verdicts. scores: (model, task) -> arm key -> {seed index: score} (or a list,
     indexed by position). previous: rows by comparison name from earlier waves (a decided one is
     kept as it was). family: K of the Bonferroni split (default family_size). target: the seeds
-    per arm the betting stakes are tuned for (the seed cap). Returns (rows, metrics): a row per
+    per arm each sequence is tuned for (the seed cap). Returns (rows, metrics): a row per
     comparison (name, kind, model, task, target, est, lower, upper, radius, t, sigma, verdict)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")

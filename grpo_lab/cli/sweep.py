@@ -58,7 +58,12 @@ def plan(
         from grpo_lab.analysis import decide as dec
         from grpo_lab.execution.waves import DecideOptions, plan_arms, say_needs
 
-        dopts = DecideOptions(delta=decide_delta, sequence=sequence.value)
+        try:
+            dopts = DecideOptions.parse({"delta": decide_delta, "sequence": sequence.value})
+            if decide_sd < 0:
+                raise ConfigError(f"--decide-sd: {decide_sd} is negative (a run's standard deviation)")
+        except ConfigError as exc:
+            fail(exc)
         comps = dec.comparisons(plan_arms(p))
         say_needs(dec.prior_needs(comps, alpha=dopts.alpha, delta=decide_delta, most=dopts.most_seeds,
                                   method=dopts.method, sequence=dopts.sequence, sd=decide_sd), dopts, lambda line: console.print(escape(line)))

@@ -47,7 +47,7 @@ class SweepResult:
     name: str
     counts: dict[str, int]
     executed: list[str] = field(default_factory=list)  # run ids trained (attempts started) in this call
-    skipped: int = 0  # runs already finished before this call
+    skipped: int = 0  # runs done without training in this call (before it, or by a job no driver watched)
     blocked: dict[str, str] = field(default_factory=dict)  # run id -> why it is not retried (sweep.blocked)
 
 
@@ -241,13 +241,16 @@ def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
     cells = sorted(sweep.cells, key=lambda c: c.position)
     by_run = {c.run_id: c for c in cells}
     result = SweepResult(sweep.name, {})
-    result.blocked = {c.run_id: why for c in cells if (why := blocked(c.run))}
-    todo = [c for c in cells if c.run.status not in reg.DONE and c.run_id not in result.blocked]
-    result.skipped = len(cells) - len(todo) - len(result.blocked)
-    running = adopt(session, todo, runner)
-    # a job that ended after its driver was killed closed its attempt by its own result just now
-    todo = [c for c in todo if c.run_id not in running and c.run.status not in reg.DONE]
-    tries = {rid: int(rid in running) for rid in by_run}
+    pending = [c for c in cells if c.run.status not in reg.DONE]
+    left_open = {c.run_id for c in pending if any(a.status == "running" for a in c.run.attempts)}
+    # adoption first: a job that ended after its driver was killed closes its attempt by its own
+    # result here (finished, or failed in a way that may block a retry)
+    running = adopt(session, pending, runner)
+    result.blocked = {c.run_id: why for c in pending if c.run_id not in running and (why := blocked(c.run))}
+    todo = [c for c in pending if c.run_id not in running and c.run.status not in reg.DONE
+            and c.run_id not in result.blocked]
+    result.skipped = sum(c.run.status in reg.DONE for c in cells)
+    tries = {rid: int(rid in left_open) for rid in by_run}  # an adopted or adoption-closed attempt was a try
     host = socket.gethostname()
     notify = on_event or (lambda *a: None)
     for rid in running:

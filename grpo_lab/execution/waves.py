@@ -54,6 +54,8 @@ class DecideOptions:
     def parse(cls, options: dict) -> DecideOptions:
         """From a library call's decide={...}: an unknown key or a value out of range is a
         ConfigError naming it, raised before any run starts."""
+        if not isinstance(options, dict):
+            raise ConfigError(f"decide: expected a mapping of options, got {type(options).__name__}")
         names = [f.name for f in fields(cls)]
         for key in options:
             if key not in names:
@@ -63,10 +65,35 @@ class DecideOptions:
         for key, choices in allowed.items():
             if getattr(out, key) not in choices:
                 raise ConfigError(f"decide.{key}: {getattr(out, key)!r} is not one of {', '.join(choices)}")
-        if not (out.delta > 0 and 0 < out.alpha < 1 and out.most_seeds >= 2):
-            raise ConfigError(f"decide: needs delta > 0, 0 < alpha < 1 and most_seeds >= 2, got delta={out.delta}, "
-                              f"alpha={out.alpha}, most_seeds={out.most_seeds}")
+        number = (int, float)
+        ok = {"delta": isinstance(out.delta, number) and 0 < out.delta < 1,
+              "alpha": isinstance(out.alpha, number) and 0 < out.alpha < 1,
+              "most_seeds": isinstance(out.most_seeds, int) and out.most_seeds >= 2,
+              "wave": out.wave is None or (isinstance(out.wave, int) and out.wave >= 1),
+              "budget": out.budget is None or (isinstance(out.budget, number) and out.budget > 0)}
+        bad = [k for k, good in ok.items() if not good]
+        if bad:
+            raise ConfigError(f"decide.{bad[0]}: {getattr(out, bad[0])!r} is out of range: delta and alpha in (0, 1), "
+                              "most_seeds >= 2, wave >= 1 (or unset), budget > 0 (or unset)")
         return out
+
+    def check_continues(self, recorded: dict | None, sweep: str) -> None:
+        """A restarted --decide must keep the statistics its earlier waves were decided under:
+        switching the sequence, pairing, α, δ or seed cap after seeing data voids the guarantee
+        (budget and wave size may change). `recorded`: the last wave's options (None: unknown)."""
+        if not recorded:
+            return
+        # waves recorded before the sequence was an option used betting
+        was = {**asdict(DecideOptions(sequence="betting")), **recorded}
+        changed = [k for k in STATISTICS if was.get(k) != getattr(self, k)]
+        if changed:
+            diff = ", ".join(f"{k} {was.get(k)!r} -> {getattr(self, k)!r}" for k in changed)
+            raise ConfigError(f"sweep '{sweep}': its --decide waves so far ran with other statistics ({diff}); "
+                              "rerun with the recorded values (the report's Reproduce line has them) or give "
+                              "the sweep a new --name")
+
+
+STATISTICS = ("alpha", "delta", "most_seeds", "method", "sequence")  # what a restart may not change
 
 
 def observe(sweep: reg.Sweep) -> tuple[dict, dict, dict]:
@@ -150,6 +177,8 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
     """The --decide loop; returns why it stopped ("decided", "budget", "cannot close": every open
     comparison is beyond the seed cap or the budget)."""
     budget = dopts.budget if dopts.budget is not None else plan.limit
+    dopts.check_continues(next((json.loads(w.options_json) for w in reversed(waves(session, sweep))
+                                if w.options_json), None), sweep.name)
     comps = dec.comparisons(plan_arms(plan))
     devices = {c.model: load_card(c.model).gpus for c in plan.cells}
     while True:

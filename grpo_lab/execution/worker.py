@@ -24,6 +24,7 @@ import threading
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -148,12 +149,17 @@ def _train(run_dir: Path, t0: float, result: dict, devices: int, on_step: OnStep
            preempt: Callable[[], bool] | None) -> Summary:
     """Train (or resume) the run in run_dir: in this process with a heartbeat after every step,
     or as a data-parallel run under torchrun (which reports no steps to this process)."""
-    from grpo_lab.trainer.grpo import train
+    from grpo_lab.trainer.grpo import Preempted, train
 
     folder = RunDir(run_dir)
+    if preempt is not None and preempt():  # the signal came while this attempt waited for the folder's lock
+        raise Preempted(int((folder.heartbeat() or {}).get("step", 0)))
     cfg = RunConfig.model_validate(folder.config())
     n = processes(cfg, devices)
     if n > 1:
+        if on_step is not None:
+            warnings.warn(f"{run_dir}: a {n}-process run reports no steps to this process: its on_step hook "
+                          "(tune's pruning) and heartbeats are off", stacklevel=2)
         return train_launched(cfg, run_dir, n)
     beat = {"attempt": result["attempt"], "started": t0, "host": result["host"], "steps": cfg.steps}
 

@@ -252,8 +252,8 @@ def _decide_flags(decisions: dict) -> tuple[list[str], str]:
     if not decisions.get("waves"):
         return [], ""
     opts = decisions.get("options")
-    if not opts:
-        return ["--decide"], "  # its --budget, --delta, --most-seeds were not recorded"
+    if not opts:  # waves from before options were recorded, and so before the t sequence
+        return ["--decide", "--sequence", "betting"], "  # its --budget, --delta, --most-seeds were not recorded"
     flags = ["--decide"]
     if opts.get("budget") is not None:
         flags += ["--budget", f"{opts['budget']:g}"]

@@ -221,11 +221,14 @@ SEQUENCE_TEXT = {  # analysis/decide.py SEQUENCES, as the report explains them
 def _method_text(options: dict | None) -> str:
     """The sentence naming the sequence and pairing the recorded --decide options used (waves
     recorded before the sequence was an option used betting)."""
-    if not options:
-        return "Confidence sequences (their options were not recorded), Bonferroni over the comparisons."
-    name, holds = SEQUENCE_TEXT[options.get("sequence", "betting")]
-    pairing = "per-arm means" if options.get("method") == "unpaired" else "seed-index paired contrasts"
-    return (f"{name} on {pairing}, Bonferroni over the comparisons: family-wise error ≤ α at every wave, "
+    if not options:  # waves recorded before their options were, and so before t existed
+        return ("Betting confidence sequences for bounded outcomes (their options were not recorded), "
+                "Bonferroni over the comparisons.")
+    sequence = options.get("sequence", "betting")
+    name, holds = SEQUENCE_TEXT.get(sequence, (f"{sequence!r} confidence sequences", "under that sequence's assumptions"))
+    pairing, family = (("per-arm means", "arms") if options.get("method") == "unpaired"
+                       else ("seed-index paired contrasts", "comparisons"))
+    return (f"{name} on {pairing}, Bonferroni over the {family}: family-wise error ≤ α at every wave, "
             f"whenever the sweep stopped, {holds}.")
 
 

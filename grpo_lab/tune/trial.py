@@ -69,5 +69,6 @@ def train_in(run_dir: Path, cfg: RunConfig, attempt: int, devices: int, on_step:
     (sweep.recover reads it if this process dies before the registry is told)."""
     RunDir(run_dir).write_config(cfg.model_dump(mode="json"))  # what the sweep driver writes before a worker starts
     result = execute_attempt(run_dir, attempt, devices, on_step=on_step, ends=ENDS)
-    return Outcome(result["status"], Summary.parse(result["summary"]), result["wall_seconds"] * devices / 3600,
-                   result["error"])
+    # a folder a killed trial finished is reused at no cost: recover() already charged its hours
+    hours = 0.0 if result["reused"] else result["wall_seconds"] * devices / 3600
+    return Outcome(result["status"], Summary.parse(result["summary"]), hours, result["error"])

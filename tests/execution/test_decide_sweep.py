@@ -10,6 +10,7 @@ from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.local import LocalRunner
 from grpo_lab.execution.sweep import SweepOptions, open_sweep, plan_for, recover
 from grpo_lab.execution.waves import DecideOptions, report_rows, run_decide, waves
+from grpo_lab.util.yamlio import ConfigError
 from tests.execution.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow
@@ -60,3 +61,9 @@ def test_decide_adds_waves_records_them_and_resumes_after_a_kill(tmp_path):
     verdicts = session.query(reg.DecideVerdict).filter_by(sweep_id=sweep.id).all()
     assert [v.name.split("/")[-1] for v in verdicts] == ["effect:lr_warmup"]
     assert all(v.verdict == "open" or v.hours is not None for v in verdicts)
+    session.close()
+    switched = dataclasses.replace(dopts, sequence="t")  # a new e-process chosen after seeing the data
+    with pytest.raises(ConfigError, match="sequence 'betting' -> 't'"):
+        decide_once(matrix, tmp_path / "ws", switched)
+    more = dataclasses.replace(dopts, budget=10.0, wave=4)  # spending may change
+    assert decide_once(matrix, tmp_path / "ws", more)[0] == reason

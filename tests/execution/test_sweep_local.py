@@ -92,6 +92,6 @@ def test_job_that_finished_after_its_driver_died_is_closed_by_its_result_not_run
     session.close()
     again, sweep, _ = sweep_once(matrix, tmp_path / "ws")
     run = sweep.cells[0].run
-    assert again.executed == [] and again.counts["finished"] == 1
+    assert again.executed == [] and again.skipped == 1 and again.counts["finished"] == 1
     assert [(a.status, a.job_id) for a in run.attempts] == [("finished", "4242")]
     assert run.attempts[0].gpu_hours > 0  # its hours come from the result it wrote

@@ -123,7 +123,7 @@ def test_reproduce_without_decide_or_with_unrecorded_options() -> None:
     plain = reproduce_commands(sweep, repo_path(sweep.matrix_path), "pass@1", False, {"waves": []})
     assert plain[1] == "grpo-lab sweep matrices/quickstart.yaml" and "--decide" not in " ".join(plain)
     old = reproduce_commands(sweep, "matrices/quickstart.yaml", "pass@1", False, {"waves": [{}], "options": None})
-    assert old[1].startswith("grpo-lab sweep matrices/quickstart.yaml --decide  # ")
+    assert old[1].startswith("grpo-lab sweep matrices/quickstart.yaml --decide --sequence betting  # ")
     assert repo_path("/tmp/tt/ten_tricks_math.yaml") == "ten_tricks_math.yaml"
 
 
