@@ -137,3 +137,9 @@ def test_one_seed_per_arm_still_gets_a_second_wave():
     assert m["open"] == len(comps)
     added, _ = decide.allocate(comps, rows, {("m", "t", k): 1 for k in KEYS}, {}, slots=6, alpha=0.05, delta=0.5)
     assert sum(added.values()) == 6
+
+
+def test_the_cli_offers_exactly_the_registered_sequences():
+    from grpo_lab.cli.sweep import Sequence
+
+    assert [s.value for s in Sequence] == list(decide.SEQUENCES)
