@@ -7,9 +7,12 @@ Its file names and its readers live here; nobody else opens these files by name.
     completions.jsonl  at each eval, prompts with sampled completions and rewards
     events.jsonl       alarm events
     eval/problems-<step>.json   per-problem records of an eval (step zero-padded; "base" before training)
+    eval/final-<K>.json         the final checkpoint evaluated again with K completions per problem
+                                (--decide's eval design): metrics, per-problem rows, device-hours
     summary.json       written once, when the run ends (Summary): base and final eval, hours per phase, ...
     heartbeat.json     the worker's progress after every step (attempt, started, updated, step, steps)
-    result-<n>.json    what attempt n's worker reported (status, error, summary, wall seconds, host)
+    result-<n>.json    what attempt n's worker reported (status, error, summary, wall seconds, host);
+                       an eval-only attempt's n is eval<K>
     attempt-<n>.log    attempt n's output (local runner)
     checkpoint.pt      the latest checkpoint (trainer/checkpoint.py)
     .lock              held by the attempt running in the folder
@@ -154,10 +157,18 @@ class RunDir:
         files = self.eval_files()
         return read_json(files[-1]) if files else None
 
-    def attempt_log(self, attempt: int) -> Path:
+    def final_eval(self, samples: int) -> dict | None:
+        """The record of the final checkpoint's eval with `samples` completions per problem."""
+        return read_json(self.path / EVAL / f"final-{samples}.json")
+
+    def final_eval_hours(self) -> float:
+        """Device-hours of every eval-only attempt that completed in this folder."""
+        return sum((read_json(p) or {}).get("device_hours", 0.0) for p in (self.path / EVAL).glob("final-*.json"))
+
+    def attempt_log(self, attempt: int | str) -> Path:
         return self.path / f"attempt-{attempt}.log"
 
-    def result(self, attempt: int) -> dict | None:
+    def result(self, attempt: int | str) -> dict | None:
         return read_json(self.path / f"result-{attempt}.json")
 
     def finished(self) -> bool:
@@ -174,7 +185,11 @@ class RunDir:
     def write_summary(self, summary: Summary) -> None:
         write_json(self.path / SUMMARY, summary.model_dump(mode="json"))
 
-    def write_result(self, attempt: int, result: dict) -> None:
+    def write_final_eval(self, samples: int, record: dict) -> None:
+        (self.path / EVAL).mkdir(exist_ok=True)
+        write_json(self.path / EVAL / f"final-{samples}.json", record)
+
+    def write_result(self, attempt: int | str, result: dict) -> None:
         write_json(self.path / f"result-{attempt}.json", result)
 
     def write_heartbeat(self, beat: dict) -> None:

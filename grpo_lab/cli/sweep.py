@@ -100,6 +100,13 @@ def preset(
     show_plan(console, p, table=False)
 
 
+def eval_samples_option(text: str) -> int | str | None:
+    """--eval-samples as DecideOptions.eval_samples: none -> None, digits -> K, else as given
+    (auto, or a mistake DecideOptions.parse names)."""
+    word = text.strip().lower()
+    return None if word == "none" else int(word) if word.isdigit() else word
+
+
 @app.command()
 def sweep(
     matrix: Path = typer.Argument(..., help="matrix YAML (see matrices/)"),
@@ -120,6 +127,7 @@ def sweep(
     most_seeds: int = typer.Option(32, help="--decide: seed cap per arm"),
     unpaired: bool = typer.Option(False, help="--decide: one sequence per arm mean instead of per seed-paired comparison"),
     sequence: Sequence = typer.Option(Sequence.t, help="--decide: confidence sequence: t (Gaussian noise, any variance per comparison) or betting (any noise in [0, 1], ~10x the seeds)"),
+    eval_samples: str = typer.Option("auto", "--eval-samples", help="--decide: completions per problem of the final eval verdicts rest on: auto (chosen per model and task after wave 0 from the runs' noise and costs), an integer K (every run's final checkpoint evaluated again with K), or none (each run's own final eval)"),
 ) -> None:
     """Run every pending cell of a matrix; idempotent: finished runs are skipped, interrupted ones resume.
     With --decide, the matrix is the first wave: seeds are then added to the arms whose runs close the
@@ -134,7 +142,8 @@ def sweep(
                            db=db, tracking_uri=tracking_uri, name=name,
                            on_change="replace" if replace else "extend" if extend else "refuse",
                            decide=dict(budget=budget, delta=delta, most_seeds=most_seeds,
-                                       method="unpaired" if unpaired else "paired", sequence=sequence.value)
+                                       method="unpaired" if unpaired else "paired", sequence=sequence.value,
+                                       eval_samples=eval_samples_option(eval_samples))
                            if decide else None)
     with contextlib.ExitStack() as live:
         view = SweepView(live, workspace)

@@ -292,11 +292,14 @@ def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
 
 
 def totals(sweep: reg.Sweep) -> dict:
-    """Sweep-level accounting: hours by attempt outcome, and the cells by status."""
+    """Sweep-level accounting: hours by attempt outcome (eval-only attempts of --decide's eval
+    design included, from their records), and the cells by status."""
     runs = [c.run for c in sweep.cells]
-    used = sum(r.gpu_hours for r in runs)
+    evals = sum(RunDir(r.out_dir).final_eval_hours() for r in runs)
+    used = sum(r.gpu_hours for r in runs) + evals
     wasted = sum(r.wasted_gpu_hours for r in runs)
     return {"gpu_hours": used, "wasted_gpu_hours": wasted, "useful_gpu_hours": used - wasted,
+            "final_eval_gpu_hours": evals,
             "cost": used * sweep.price_per_gpu_hour, "unit": sweep.unit,
             "attempts": sum(len(r.attempts) for r in runs),
             **{f"cells_{s}": sum(r.status == s for r in runs) for s in reg.STATUSES}}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -21,7 +22,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grpo_lab.analysis import decide as dec
+from grpo_lab.analysis import eval_design
+from grpo_lab.execution import final_evals
 from grpo_lab.execution import registry as reg
+from grpo_lab.execution.final_evals import Design
 from grpo_lab.execution.runners.base import Runner
 from grpo_lab.execution.sweep import SweepOptions, execute_sweep, totals
 from grpo_lab.rundir import RunDir
@@ -49,6 +53,10 @@ class DecideOptions:
     # "t": Gaussian noise of any variance per comparison (analysis/tmix.py); "betting": any noise
     # within the score's range, at ~10x the seeds (analysis/betting.py)
     sequence: str = "t"
+    # completions per problem of the final eval the comparisons are decided on: "auto" chooses, per
+    # (model, task), after wave 0 from its runs' noise and costs (analysis/eval_design.py); an int
+    # K re-evaluates every run's final checkpoint with K; None keeps each run's own final eval
+    eval_samples: int | str | None = "auto"
 
     @classmethod
     def parse(cls, options: dict) -> DecideOptions:
@@ -66,7 +74,8 @@ class DecideOptions:
             if getattr(out, key) not in choices:
                 raise ConfigError(f"decide.{key}: {getattr(out, key)!r} is not one of {', '.join(choices)}")
         number = (int, float)
-        ok = {"delta": isinstance(out.delta, number) and 0 < out.delta < 1,
+        es = out.eval_samples
+        ok = {"eval_samples": es is None or es == "auto" or (isinstance(es, int) and not isinstance(es, bool) and es >= 1),"delta": isinstance(out.delta, number) and 0 < out.delta < 1,
               "alpha": isinstance(out.alpha, number) and 0 < out.alpha < 1,
               "most_seeds": isinstance(out.most_seeds, int) and out.most_seeds >= 2,
               "wave": out.wave is None or (isinstance(out.wave, int) and out.wave >= 1),
@@ -74,7 +83,8 @@ class DecideOptions:
         bad = [k for k, good in ok.items() if not good]
         if bad:
             raise ConfigError(f"decide.{bad[0]}: {getattr(out, bad[0])!r} is out of range: delta and alpha in (0, 1), "
-                              "most_seeds >= 2, wave >= 1 (or unset), budget > 0 (or unset)")
+                              "most_seeds >= 2, wave >= 1 (or unset), budget > 0 (or unset), eval_samples 'auto', "
+                              "an integer >= 1 or unset")
         return out
 
     def check_continues(self, recorded: dict | None, sweep: str) -> None:
@@ -93,12 +103,36 @@ class DecideOptions:
                               "the sweep a new --name")
 
 
+    def design(self, recorded: dict | None, started: bool, choose: Callable[[], Design]) -> Design:
+        """The eval design the waves use: the one recorded with them (none for waves recorded
+        before the design existed), else, before wave 0 is recorded, per eval_samples: chosen
+        (`choose()`, "auto"), K everywhere (an int) or none. An explicit K a restart gives must
+        be the recorded one: switching measurement after seeing data voids the guarantee."""
+        if started:
+            was = {(m, t): k for m, t, k in (recorded or {}).get("eval_design") or []}
+            if isinstance(self.eval_samples, int) and set(was.values()) != {self.eval_samples}:
+                raise ConfigError(f"--eval-samples {self.eval_samples}: this sweep's waves were decided on "
+                                  f"{_design_text(was)}; rerun with --eval-samples auto (keeps it) or a new --name")
+            if self.eval_samples is None and was:
+                raise ConfigError(f"--eval-samples none: this sweep's waves were decided on {_design_text(was)}; "
+                                  "rerun with --eval-samples auto (keeps it) or a new --name")
+            return was
+        return choose() if self.eval_samples is not None else {}
+
+
+def _design_text(design: Design) -> str:
+    if not design:
+        return "each run's own final eval"
+    return ", ".join(f"{m}/{t} at {k} completions per problem" for (m, t), k in sorted(design.items()))
+
+
 STATISTICS = ("alpha", "delta", "most_seeds", "method", "sequence")  # what a restart may not change
 
 
-def observe(sweep: reg.Sweep) -> tuple[dict, dict, dict]:
-    """(scores, seeds, cost): (model, task) -> key -> {seed index: final pass@1} of finished runs;
-    (model, task, key) -> cells registered (pending included); -> mean device-hours of a run."""
+def observe(sweep: reg.Sweep, design: Design | None = None) -> tuple[dict, dict, dict]:
+    """(scores, seeds, cost): (model, task) -> key -> {seed index: final pass@1} of finished runs
+    (at the design's K where it has one: final_evals.score); (model, task, key) -> cells
+    registered (pending included); -> mean device-hours of a run, its re-eval included."""
     scores: dict = {}
     seeds: dict = {}
     hours: dict = {}
@@ -106,11 +140,10 @@ def observe(sweep: reg.Sweep) -> tuple[dict, dict, dict]:
         arm = (cell.model, cell.task, arm_key(cell.tricks))
         seeds[arm] = seeds.get(arm, 0) + 1
         summary = RunDir(cell.run.out_dir).summary() if cell.run.status in reg.DONE else None
-        if summary is not None:
-            final = summary.final
-            if METRIC in final:
-                scores.setdefault(arm[:2], {}).setdefault(arm[2], {})[cell.seed] = float(final[METRIC])
-                hours.setdefault(arm, []).append(cell.run.gpu_hours)
+        seen = final_evals.score(cell, summary, design or {}) if summary is not None else None
+        if seen is not None:
+            scores.setdefault(arm[:2], {}).setdefault(arm[2], {})[cell.seed] = seen[0]
+            hours.setdefault(arm, []).append(cell.run.gpu_hours + seen[1])
     every = [h for hs in hours.values() for h in hs]
     fallback = sum(every) / len(every) if every else 1.0
     cost = {arm: (sum(hours[arm]) / len(hours[arm]) if hours.get(arm) else fallback) for arm in seeds}
@@ -177,13 +210,18 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
     """The --decide loop; returns why it stopped ("decided", "budget", "cannot close": every open
     comparison is beyond the seed cap or the budget)."""
     budget = dopts.budget if dopts.budget is not None else plan.limit
-    dopts.check_continues(next((json.loads(w.options_json) for w in reversed(waves(session, sweep))
-                                if w.options_json), None), sweep.name)
+    recorded = next((json.loads(w.options_json) for w in reversed(waves(session, sweep)) if w.options_json), None)
+    dopts.check_continues(recorded, sweep.name)
     comps = dec.comparisons(plan_arms(plan))
     devices = {c.model: load_card(c.model).gpus for c in plan.cells}
+    design: Design | None = None
     while True:
         execute_sweep(session, sweep, runner, opts, on_event=on_event)
-        scores, seeds, cost = observe(sweep)
+        if design is None:
+            design = dopts.design(recorded, bool(waves(session, sweep)),
+                                  lambda: choose_design(sweep, plan, comps, dopts, say))
+        final_evals.run_final_evals(sweep, runner, design, opts.retries, say)
+        scores, seeds, cost = observe(sweep, design)
         hours = totals(sweep)["gpu_hours"]
         done = waves(session, sweep)
         runs = sum(len(v) for arms in scores.values() for v in arms.values())
@@ -193,7 +231,7 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
                              previous=previous_rows(session, sweep), method=dopts.method, target=dopts.most_seeds,
                              sequence=dopts.sequence)
         w = record(session, sweep, wave, rows, hours, runs)
-        w.options_json = json.dumps(asdict(dopts))
+        w.options_json = json.dumps({**asdict(dopts), "eval_design": [[m, t, k] for (m, t), k in sorted(design.items())]})
         say(f"wave {wave}: {hours:.3g} {sweep.unit} spent; {m['significant']} significant, "
             f"{m['equivalent']} equivalent, {m['open']} open of {len(comps)}")
         if m["open"] == 0:
@@ -215,6 +253,29 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
         cells = new_cells(plan, sweep, added)
         w.added_json = json.dumps(json.loads(w.added_json or "[]") + [c.run_id for c in cells])
         reg.register_cells(session, sweep, cells, [None] * len(cells), Path(opts.workspace) / "runs", devices)
+
+
+def choose_design(sweep: reg.Sweep, plan: Plan, comps: list[dec.Comparison], dopts: DecideOptions,
+                  say=print) -> Design:
+    """The eval design after wave 0: "auto" asks eval_design.choose per (model, task) (from the
+    runs' noise and costs only, on their own final evals); an int K applies everywhere."""
+    own = {(c.model, c.task): c.shared.eval.samples for c in plan.cells}
+    if isinstance(dopts.eval_samples, int):
+        return dict.fromkeys(own, dopts.eval_samples)
+    scores, _, _ = observe(sweep)
+    rows, _ = dec.decide(comps, scores, alpha=dopts.alpha, delta=dopts.delta, method=dopts.method,
+                         target=dopts.most_seeds, sequence=dopts.sequence)
+    n = {(m, t, k): len(v) for (m, t), arms in scores.items() for k, v in arms.items()}
+    beta, costs = final_evals.design_inputs(sweep)
+    choice = eval_design.choose(comps, rows, n, costs, beta, alpha=dopts.alpha, delta=dopts.delta,
+                                most=dopts.most_seeds, method=dopts.method, sequence=dopts.sequence)
+    for (m, t), c in choice.items():
+        best, table = c["multiplier"], c["by_multiplier"]
+        cost = lambda x: f"{table[x][0] / table[x][1]:.3g} {sweep.unit} per closable comparison ({table[x][1]})" \
+            if table[x][1] else "nothing closable"  # noqa: E731
+        say(f"eval design {m}/{t}: final evals at {best * own[(m, t)]} completions per problem (x{best}): "
+            f"{cost(best)}; x1: {cost(1)}")
+    return {cell: c["multiplier"] * own[cell] for cell, c in choice.items() if c["multiplier"] > 1}
 
 
 def say_needs(plan: list[dict], dopts: DecideOptions, say=print) -> None:

@@ -103,10 +103,38 @@ def train_launched(cfg, run_dir: Path, n: int) -> Summary:
     return summary
 
 
-def execute(run_dir: str | Path, attempt: int, devices: int = 1) -> dict:
-    """The runners' entry point: execute_attempt, preemptible by a signal (module docstring)."""
+def execute(run_dir: str | Path, attempt: int | str, devices: int = 1, eval_samples: int | None = None) -> dict:
+    """The runners' entry point: execute_attempt, preemptible by a signal (module docstring), or
+    with `eval_samples` the eval-only attempt execute_final_eval."""
+    if eval_samples:
+        return execute_final_eval(run_dir, attempt, eval_samples)
     with preemptible() as preempt:
         return execute_attempt(run_dir, attempt, devices, preempt=preempt)
+
+
+def execute_final_eval(run_dir: str | Path, attempt: int | str, samples: int) -> dict:
+    """Evaluate a finished run's final checkpoint again with `samples` completions per problem
+    (trainer/final_eval.py), under the folder's lock. Returns (and writes to run_dir/result-<attempt>
+    .json) {attempt, host, status (finished | failed), error, summary: None, final_eval: {samples,
+    pass@1}, wall_seconds, reused (the record was there already)}. It trains nothing, so a
+    preemption signal simply ends it; the driver asks again."""
+    from grpo_lab.trainer.final_eval import final_eval
+
+    run_dir = Path(run_dir)
+    t0 = time.time()
+    result = {"attempt": attempt, "host": socket.gethostname(), "error": None, "summary": None}
+    with locked(run_dir):
+        result["reused"] = RunDir(run_dir).final_eval(samples) is not None
+        try:
+            record = final_eval(run_dir, samples)
+            result["status"] = "finished"
+            result["final_eval"] = {"samples": samples, "pass@1": record["metrics"].get("eval/pass@1")}
+        except Exception as exc:  # reported to the driver, which records it and asks again later
+            result["status"] = "failed"
+            result["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
+        result["wall_seconds"] = time.time() - t0
+        RunDir(run_dir).write_result(attempt, result)
+    return result
 
 
 def execute_attempt(run_dir: str | Path, attempt: int, devices: int = 1, on_step: OnStep | None = None,
@@ -174,6 +202,7 @@ def _train(run_dir: Path, t0: float, result: dict, devices: int, on_step: OnStep
     return train(cfg, run_dir, on_step=step_done, preempt=preempt)
 
 
-if __name__ == "__main__":  # python -m grpo_lab.execution.worker RUN_DIR ATTEMPT DEVICES
-    out = execute(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+if __name__ == "__main__":  # python -m grpo_lab.execution.worker RUN_DIR ATTEMPT DEVICES [EVAL_SAMPLES]
+    attempt = int(sys.argv[2]) if sys.argv[2].isdigit() else sys.argv[2]
+    out = execute(sys.argv[1], attempt, int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)
     sys.exit({"failed": 1, "preempted": PREEMPTED_EXIT}.get(out["status"], 0))

@@ -168,6 +168,11 @@ def task_options(cfg: RunConfig, name: str) -> dict:
     return {k: v for k, v in options.items() if v is not None or k in ("data_path", "difficulty")}
 
 
+def eval_problems(cfg: RunConfig, tasks: dict) -> dict:
+    """The run's test problems per task: the same for every run of a task, whatever its seed."""
+    return {n: t.problems("test", cfg.eval.problems, seed=EVAL_SEED, difficulty=cfg.difficulty) for n, t in tasks.items()}
+
+
 def setup(cfg: RunConfig, out_dir: Path) -> RunState:
     device, card, tasks, policy, codec = build_policy(cfg)
     base_weights = weights_digest(policy)  # before a backend wraps them or a checkpoint replaces them
@@ -183,8 +188,7 @@ def setup(cfg: RunConfig, out_dir: Path) -> RunState:
                               cfg.difficulty, pool),
         group_size=GroupSize(cfg.sampling),
         adaptive_kl=AdaptiveKL(cfg.kl.beta, cfg.kl.target, cfg.kl.horizon) if cfg.kl.schedule == "adaptive" else None,
-        eval_problems={n: t.problems("test", cfg.eval.problems, seed=EVAL_SEED, difficulty=cfg.difficulty)
-                       for n, t in tasks.items()},
+        eval_problems=eval_problems(cfg, tasks),
         base_weights=base_weights,
     )
     checkpoint.load(run, out_dir)

@@ -9,7 +9,9 @@ import pytest
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.local import LocalRunner
 from grpo_lab.execution.sweep import SweepOptions, open_sweep, plan_for, recover
-from grpo_lab.execution.waves import DecideOptions, report_rows, run_decide, waves
+from grpo_lab.execution.sweep import totals
+from grpo_lab.execution.waves import DecideOptions, observe, report_rows, run_decide, waves
+from grpo_lab.rundir import RunDir
 from grpo_lab.util.yamlio import ConfigError
 from tests.execution.sweeps import write_matrix
 
@@ -37,7 +39,7 @@ def test_decide_adds_waves_records_them_and_resumes_after_a_kill(tmp_path):
     matrix = write_matrix(tmp_path, "dec", seeds=(0, 1), tricks=["baseline", {"singles": ["lr_warmup"]}])
     # on the betting sequence a margin this wide can be shown equivalent at the 4-seed cap, not
     # before: waves must add seeds
-    dopts = DecideOptions(delta=0.9, wave=2, most_seeds=4, sequence="betting")
+    dopts = DecideOptions(delta=0.9, wave=2, most_seeds=4, sequence="betting", eval_samples=None)
 
     def kill_in_wave_1(kind, cell, out):
         if kind == "start" and cell.seed == 2:
@@ -54,7 +56,8 @@ def test_decide_adds_waves_records_them_and_resumes_after_a_kill(tmp_path):
     assert [w.wave for w in rec] == list(range(len(rec))) and len(rec) >= 2
     assert len(json.loads(rec[0].added_json)) == 2 and rec[1].runs == 6
     assert rec[1].hours > rec[0].hours > 0
-    assert report_rows(session, sweep)["options"] == dataclasses.asdict(dopts)  # the report's Reproduce flags
+    # the report's Reproduce flags, and the eval design (none asked for here)
+    assert report_rows(session, sweep)["options"] == {**dataclasses.asdict(dopts), "eval_design": []}
     session.close()
     again, sweep, session = decide_once(matrix, tmp_path / "ws", dopts)  # nothing new to run or analyse
     assert again == reason and len(sweep.cells) == 8 and len(waves(session, sweep)) == len(rec)
@@ -67,3 +70,54 @@ def test_decide_adds_waves_records_them_and_resumes_after_a_kill(tmp_path):
         decide_once(matrix, tmp_path / "ws", switched)
     more = dataclasses.replace(dopts, budget=10.0, wave=4)  # spending may change
     assert decide_once(matrix, tmp_path / "ws", more)[0] == reason
+
+
+def test_eval_design_scores_every_run_on_its_re_eval_and_counts_its_hours(tmp_path):
+    """--eval-samples K: every finished run's final checkpoint is evaluated again with K
+    completions, the verdicts rest on those scores, their hours count, and a restart keeps K."""
+    matrix = write_matrix(tmp_path, "eds", seeds=(0, 1), tricks=["baseline", {"singles": ["lr_warmup"]}])
+    dopts = DecideOptions(delta=0.9, wave=2, most_seeds=2, sequence="betting", eval_samples=6)
+    reason, sweep, session = decide_once(matrix, tmp_path / "ws", dopts)
+    assert reason == "cannot close" and len(sweep.cells) == 4
+    folders = [RunDir(c.run.out_dir) for c in sweep.cells]
+    records = [f.final_eval(6) for f in folders]
+    assert all(r is not None and r["samples"] == 6 for r in records)
+    scores, _, _ = observe(sweep, design_of(session, sweep))
+    seen = sorted(v for arms in scores.values() for per in arms.values() for v in per.values())
+    assert seen == sorted(r["metrics"]["eval/pass@1"] for r in records)
+    trained = sum(c.run.gpu_hours for c in sweep.cells)
+    assert totals(sweep)["gpu_hours"] == pytest.approx(trained + sum(r["device_hours"] for r in records))
+    assert waves(session, sweep)[-1].hours == pytest.approx(totals(sweep)["gpu_hours"])
+    session.close()
+    with pytest.raises(ConfigError, match="--eval-samples 8"):
+        decide_once(matrix, tmp_path / "ws", dataclasses.replace(dopts, eval_samples=8))
+    with pytest.raises(ConfigError, match="--eval-samples none"):
+        decide_once(matrix, tmp_path / "ws", dataclasses.replace(dopts, eval_samples=None))
+    kept, sweep, session = decide_once(matrix, tmp_path / "ws", dataclasses.replace(dopts, eval_samples="auto"))
+    assert kept == reason and set(design_of(session, sweep).values()) == {6}
+    session.close()
+
+
+def test_auto_eval_design_is_chosen_once_after_wave_0_and_said(tmp_path):
+    matrix = write_matrix(tmp_path, "eda", seeds=(0, 1, 2), tricks=["baseline", {"singles": ["lr_warmup"]}])
+    said = []
+    opts = SweepOptions(workspace=tmp_path / "ws")
+    plan = plan_for(matrix, opts)
+    session = reg.connect(reg.default_url(opts.workspace))()
+    sweep = open_sweep(session, plan, matrix, opts, env={})
+    runner = LocalRunner(slots=2)
+    try:
+        run_decide(session, sweep, plan, runner, opts, DecideOptions(delta=0.05, wave=2, most_seeds=4), say=said.append)
+    finally:
+        runner.close()
+    lines = [s for s in said if s.startswith("eval design")]
+    assert len(lines) == 1 and "completions per problem" in lines[0] and "x1:" in lines[0], said
+    design = design_of(session, sweep)
+    for c in sweep.cells:  # a chosen K is carried out on every finished run, none otherwise
+        assert all(RunDir(c.run.out_dir).final_eval(k) is not None for k in design.values())
+    session.close()
+
+
+def design_of(session, sweep):
+    recorded = report_rows(session, sweep)["options"]["eval_design"]
+    return {(m, t): k for m, t, k in recorded}

@@ -22,8 +22,11 @@ KINDS = ("local", "ray", "slurm")
 class Job:
     run_id: str
     run_dir: Path
-    attempt: int
+    attempt: int | str  # the registry's attempt number; eval<K> for an eval-only attempt
     devices: int  # GPUs the run needs on a GPU machine (its model card's `gpus`)
+    # set: evaluate the finished run's final checkpoint again with this many completions per
+    # problem instead of training (worker.execute_final_eval)
+    eval_samples: int | None = None
 
 
 @dataclass(frozen=True)

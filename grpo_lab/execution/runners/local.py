@@ -57,7 +57,8 @@ class LocalRunner:
             gpus, self.free_gpus = self.free_gpus[: job.devices], self.free_gpus[job.devices:]
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
         log = open(RunDir(job.run_dir).attempt_log(job.attempt), "ab")
-        cmd = [sys.executable, "-m", "grpo_lab.execution.worker", str(job.run_dir), str(job.attempt), str(job.devices)]
+        cmd = [sys.executable, "-m", "grpo_lab.execution.worker", str(job.run_dir), str(job.attempt), str(job.devices),
+               *([str(job.eval_samples)] if job.eval_samples else [])]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
         self.procs[job.run_id] = (job, proc, gpus, time.time(), log)
 

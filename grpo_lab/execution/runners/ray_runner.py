@@ -35,7 +35,8 @@ class RayRunner:
 
     def submit(self, job: Job) -> None:
         gpus = job.devices if self.gpus_available else 0
-        ref = self.remote.options(num_gpus=gpus, num_cpus=self.cpus_per_run).remote(str(job.run_dir), job.attempt, gpus or 1)
+        ref = self.remote.options(num_gpus=gpus, num_cpus=self.cpus_per_run).remote(
+            str(job.run_dir), job.attempt, gpus or 1, job.eval_samples)
         self.pending[ref] = (job, time.time())
 
     def poll(self, timeout: float) -> list[Outcome]:

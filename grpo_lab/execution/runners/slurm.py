@@ -72,7 +72,8 @@ class SlurmRunner:
             self.queue.append(job)  # flushed as one array at the next poll
             return
         self.executor.update_parameters(**self._params(job.devices))
-        self._track([job], [self.executor.submit(execute, str(job.run_dir), job.attempt, job.devices)])
+        self._track([job], [self.executor.submit(execute, str(job.run_dir), job.attempt, job.devices,
+                                                   job.eval_samples)])
 
     def _flush(self) -> None:
         if not self.queue:
@@ -80,7 +81,7 @@ class SlurmRunner:
         jobs, self.queue = self.queue, []
         self.executor.update_parameters(**self._params(max(j.devices for j in jobs)))
         with self.executor.batch():
-            handles = [self.executor.submit(execute, str(j.run_dir), j.attempt, j.devices) for j in jobs]
+            handles = [self.executor.submit(execute, str(j.run_dir), j.attempt, j.devices, j.eval_samples) for j in jobs]
         self._track(jobs, handles)
 
     def _track(self, jobs: list[Job], handles: list) -> None:

@@ -1,0 +1,126 @@
+"""`--decide`'s eval design: how many completions per problem the final eval of a (model, task)'s
+runs gets, chosen once, after wave 0, from the noise of its finished runs and what seeds and
+evals cost. Pure functions; execution/final_evals.py carries the choice out.
+
+A run's score is its final pass@1, ȳ = (1/P) Σ_p p̂_p over P test problems, p̂_p the share of its k
+completions on problem p that pass. Across seeds
+
+    Var(ȳ) = σ²_run + β        β = (1/P²) Σ_p p_p(1 − p_p)/k   the eval's sampling noise
+                               σ²_run                         the rest: training randomness
+
+Evaluating the final checkpoint again with K = m·k fresh completions per problem keeps σ²_run and
+divides β by m. A comparison whose sequence sees sd σ (paired: of D = Σ c_a y_a; unpaired: of its
+noisiest arm) carries sampling noise b = Σ c_a² β_a (paired; the arms' sampling taken as
+independent) or max β_a (unpaired), capped at CAP_SHARE·σ² so a noisy estimate never plans on a
+noise-free run; at m
+
+    σ²(m) = σ² − b·(1 − 1/m)
+
+Costs per arm a: a new seed trains (t_a) and, at m > 1, is evaluated again, r_a(m) = s_a + m·e_a
+(starting the eval, plus m times the run's own final eval); at m > 1 each seed it already has is
+evaluated again once. With N_c(m) the seeds per arm c needs at σ(m) to show a null ±δ-equivalent
+(decide.seeds_needed at θ̂ = 0: the design reads the noise, never an effect), the cell costs
+
+    H(m) = Σ_a n_a·r_a(m)·[m > 1] + max(N_a(m) − n_a, 0)·(t_a + r_a(m)·[m > 1])
+    N_a(m) = max N_c(m) over the comparisons c ∋ a that close within the seed cap
+
+and m* minimises H(m) / C(m), C(m) those comparisons (ties: the smaller m). One m per (model,
+task), fixed for the sweep, so every score a sequence sees is measured the same way. The choice
+depends on variances and costs only, before any verdict: the validity suite
+(tests/analysis/test_analysis_decide_validity.py) runs the loop with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from grpo_lab.analysis import decide as dec
+
+MULTIPLIERS = (1, 2, 4, 8, 16)
+CAP_SHARE = 0.9
+
+Arm = tuple[str, str, str]  # (model, task, arm key)
+
+
+@dataclass(frozen=True)
+class ArmCost:
+    """Device-hours of one arm's run, split the way the design spends them."""
+
+    train: float  # a whole run: training and the evals it makes itself
+    eval: float  # one final eval at the run's own completions per problem
+    setup: float  # starting an eval-only attempt (loading the model, building the engine)
+
+    def reeval(self, m: int) -> float:
+        """r_a(m): one final eval again with m times the completions (0 at m = 1: none is made)."""
+        return self.setup + m * self.eval if m > 1 else 0.0
+
+
+def sampling_var(rows: list[dict]) -> float:
+    """β of one run's eval from its per-problem rows (samples k, passes c): the unbiased
+    (1/P²) Σ_p p̂(1 − p̂)/(k − 1), p̂ = c/k; 0 where k = 1 (nothing to estimate it from)."""
+    if not rows:
+        return 0.0
+    total = 0.0
+    for row in rows:
+        k = int(row["samples"])
+        if k < 2:
+            return 0.0
+        p = row["passes"] / k
+        total += p * (1 - p) / (k - 1)
+    return total / len(rows) ** 2
+
+
+def comparison_sampling(c: dec.Comparison, beta: dict[Arm, float], sigma: float, method: str) -> float:
+    """b: the part of σ² (the comparison's sd, squared) that the eval's sampling contributes."""
+    parts = [beta.get((c.model, c.task, k), 0.0) for k, _ in c.coefs]
+    b = sum(w**2 * p for (_, w), p in zip(c.coefs, parts)) if method == "paired" else max(parts)
+    return min(b, CAP_SHARE * sigma**2)
+
+
+def cell_hours(comps: list[dec.Comparison], rows: dict[str, dict], n: dict[Arm, int], costs: dict[Arm, ArmCost],
+               beta: dict[Arm, float], m: int, *, a: float, delta: float, most: int, method: str,
+               sequence: str) -> tuple[float, int]:
+    """(H(m), C(m)) of one cell's open comparisons (module docstring)."""
+    need: dict[Arm, float] = {}
+    closable = 0
+    for c in comps:
+        row = rows[c.name]
+        sd, t = row.get("sigma"), row.get("t") or 0.0
+        if sd is None or not np.isfinite(sd) or t < 2:
+            continue
+        b = comparison_sampling(c, beta, sd, method)
+        plan = {"est": 0.0, "sigma": float(np.sqrt(max(sd**2 - b * (1 - 1 / m), 0.0))), "t": t}
+        seeds = dec.seeds_needed(c, plan, delta, a, method, most, sequence=sequence)
+        if seeds > most:
+            continue
+        closable += 1
+        for k, _ in c.coefs:
+            arm = (c.model, c.task, k)
+            need[arm] = max(need.get(arm, 0.0), seeds)
+    arms = {(c.model, c.task, k) for c in comps for k, _ in c.coefs}
+    hours = 0.0
+    for arm in arms:
+        cost = costs[arm]
+        hours += n.get(arm, 0) * cost.reeval(m) + max(need.get(arm, 0.0) - n.get(arm, 0), 0.0) * (
+            cost.train + cost.reeval(m))
+    return hours, closable
+
+
+def choose(comps: list[dec.Comparison], rows: list[dict], n: dict[Arm, int], costs: dict[Arm, ArmCost],
+           beta: dict[Arm, float], *, alpha: float, delta: float, most: int, method: str = "paired",
+           sequence: str = "t", family: int | None = None, multipliers=MULTIPLIERS) -> dict[tuple[str, str], dict]:
+    """Per (model, task): {"multiplier": m*, "by_multiplier": {m: (H(m), C(m))}} from wave 0's
+    rows (decide.decide's, for sigma and t), seeds per arm n, costs and sampling variances β."""
+    a = alpha / (family or dec.family_size(comps, method))
+    by_name = {row["name"]: row for row in rows}
+    out = {}
+    for cell in sorted({(c.model, c.task) for c in comps}):
+        mine = [c for c in comps if (c.model, c.task) == cell and by_name[c.name]["verdict"] == "open"]
+        table = {m: cell_hours(mine, by_name, n, costs, beta, m, a=a, delta=delta, most=most, method=method,
+                               sequence=sequence) for m in multipliers}
+        per = {m: (h / c if c else np.inf) for m, (h, c) in table.items()}
+        best = min(multipliers, key=lambda m: (per[m], m)) if any(np.isfinite(v) for v in per.values()) else 1
+        out[cell] = {"multiplier": int(best), "by_multiplier": table}
+    return out

@@ -1,0 +1,57 @@
+"""A finished run's final checkpoint evaluated again with more completions per problem: the
+eval-only attempt that `--decide`'s eval design (analysis/eval_design.py) asks for.
+
+The completions are fresh (their own sampling stream, not the run's last eval extended), the
+problems are the run's own test problems, and the stream is the same for every run of a sweep, so
+arms sharing a seed index still share prompts and sampling seeds (common random numbers). The
+record (RunDir.final_eval) holds the metrics, per-problem rows and the device-hours it cost.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from grpo_lab.rollout import make_engine
+from grpo_lab.rundir import CHECKPOINT, RunDir
+from grpo_lab.spec.config import RunConfig
+from grpo_lab.trainer import checkpoint
+from grpo_lab.trainer.evaluate import evaluate
+from grpo_lab.trainer.setup import EVAL_SEED, build_policy, eval_problems
+
+FINAL_EVAL_SEED = EVAL_SEED + 7_919_000  # apart from every in-training eval's stream (EVAL_SEED + step)
+
+
+def final_eval(run_dir: str | Path, samples: int) -> dict:
+    """Evaluate run_dir's final checkpoint with `samples` completions per problem and write the
+    record; a record already there is returned as it is (the eval is done once)."""
+    folder = RunDir(run_dir)
+    done = folder.final_eval(samples)
+    if done is not None:
+        return done
+    summary = folder.summary()
+    if summary is None:
+        raise RuntimeError(f"{folder.path}: no finished run to evaluate again (no summary.json)")
+    if not folder.has_checkpoint():
+        raise RuntimeError(f"{folder.path}: the run's final checkpoint is gone (was {CHECKPOINT} deleted to save "
+                           "disk?): its final eval cannot be redone; train it again in a fresh folder")
+    t0 = time.perf_counter()
+    cfg = RunConfig.model_validate(folder.config())
+    device, card, tasks, policy, codec = build_policy(cfg)
+    state = checkpoint.read(folder / CHECKPOINT, device)
+    if state["run_id"] != cfg.run_id():
+        raise RuntimeError(f"{folder / CHECKPOINT} belongs to run {state['run_id']}, not {cfg.run_id()}")
+    policy.load_state_dict(state["policy"])
+    policy.eval()
+    engine = make_engine(cfg.engine, policy, codec, cfg)
+    engine.sync_weights(policy)
+    eval_cfg = cfg.eval.model_copy(update={"samples": samples, "k": [k for k in cfg.eval.k if k <= samples],
+                                           "log_completions": 0})
+    metrics, _, rows = evaluate(engine, codec, tasks, eval_problems(cfg, tasks), eval_cfg,
+                                cfg.sampling.max_new_tokens, seed=FINAL_EVAL_SEED)
+    wall = time.perf_counter() - t0
+    devices = card.gpus if device.type == "cuda" else 1
+    record = {"samples": samples, "step": state["next_step"], "metrics": metrics, "rows": rows,
+              "wall_seconds": wall, "devices": devices, "device_hours": wall * devices / 3600}
+    folder.write_final_eval(samples, record)
+    return record
