@@ -19,7 +19,8 @@ noise-free run; at m
 Costs per arm a: a new seed trains (t_a) and, at m > 1, is evaluated again, r_a(m) = s_a + m·e_a
 (starting the eval, plus m times the run's own final eval); at m > 1 each seed it already has is
 evaluated again once. With N_c(m) the seeds per arm c needs at σ(m) to show a null ±δ-equivalent
-(decide.seeds_needed at θ̂ = 0: the design reads the noise, never an effect), the cell costs
+(its sequence's half-width at θ = 0 reaching δ: the design reads the noise, never an effect; a
+real effect closes sooner either way), the cell costs
 
     H(m) = Σ_a n_a·r_a(m)·[m > 1] + max(N_a(m) − n_a, 0)·(t_a + r_a(m)·[m > 1])
     N_a(m) = max N_c(m) over the comparisons c ∋ a that close within the seed cap
@@ -91,8 +92,8 @@ def cell_hours(comps: list[dec.Comparison], rows: dict[str, dict], n: dict[Arm, 
         if sd is None or not np.isfinite(sd) or t < 2:
             continue
         b = comparison_sampling(c, beta, sd, method)
-        plan = {"est": 0.0, "sigma": float(np.sqrt(max(sd**2 - b * (1 - 1 / m), 0.0))), "t": t}
-        seeds = dec.seeds_needed(c, plan, delta, a, method, most, sequence=sequence)
+        plan = {"sigma": float(np.sqrt(max(sd**2 - b * (1 - 1 / m), 0.0)))}
+        seeds = dec.samples_to_close(lambda k: dec.half_width(c, plan, k, a, method, most, 0.0, sequence), delta)
         if seeds > most:
             continue
         closable += 1

@@ -161,10 +161,6 @@ def test_decided_comparisons_are_left_out():
     assert d["multiplier"] == 1 and all(c == 0 for _, c in d["by_multiplier"].values())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "eval_design.cell_hours plans with decide.seeds_needed at θ̂ = 0, whose planning_gap turns into "
-    "the standard error where PLAN_SE·σ/√t ≥ δ: the planned seeds then no longer depend on σ(m), so a "
-    "noisy cell sees no gain from m (see the report)"))
 def test_a_noisy_sampling_dominated_cell_gets_more_completions():
     """s = 0.03: the interaction's D has sd 0.06, se 0.035 > δ at three seeds, 60% of it sampling.
     Showing it ±δ-equivalent (the docstring's N_c) needs fewer seeds as m grows."""
