@@ -4,7 +4,6 @@ wave-0 rows that decide.decide computes as the real loop would."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from scipy import stats
 
