@@ -35,6 +35,8 @@ def test_plan_sweep_and_report_as_calls(tmp_path):
                                           ({"most_seeds": None}, "decide.most_seeds: None is out of range"),
                                           ({"wave": 0}, "decide.wave: 0 is out of range"),
                                           ({"budget": -1.0}, "decide.budget: -1.0 is out of range"),
+                                          ({"eval_samples": "many"}, "decide.eval_samples: 'many' is out of range"),
+                                          ({"eval_samples": 0}, "decide.eval_samples: 0 is out of range"),
                                           ("t", "expected a mapping of options")])
 def test_a_bad_decide_option_is_refused_before_any_run(tmp_path, decide, says):
     matrix = write_matrix(tmp_path, "bad")

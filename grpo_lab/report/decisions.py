@@ -3,6 +3,8 @@ confidence sequence they were decided under, and the variance budget."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typing import Any
 
 import polars as pl
@@ -57,7 +59,18 @@ def _method_text(options: dict | None) -> str:
     pairing, family = (("per-arm means", "arms") if options.get("method") == "unpaired"
                        else ("seed-index paired contrasts", "comparisons"))
     return (f"{name} on {pairing}, Bonferroni over the {family}: family-wise error ≤ α at every wave, "
-            f"whenever the sweep stopped, {holds}.")
+            f"whenever the sweep stopped, {holds}.{_design_text(options.get('eval_design') or [])}")
+
+
+def _design_text(design: list) -> str:
+    """The eval design the waves recorded ([model, task, K] each), as a sentence ('' for none)."""
+    if not design:
+        return ""
+    many = len({m for m, _, _ in design}) > 1
+    cells = ", ".join(f"{Path(m).stem + '/' if many else ''}{t} at {k}" for m, t, k in design)
+    return (f" Scores are final evals run again with more completions per problem ({cells}; the eval design, "
+            "chosen after wave 0 from the runs' noise and costs, not their effects); other tasks use each "
+            "run's own final eval.")
 
 
 def decision_blocks(decisions: dict, unit: str) -> list[Block]:

@@ -253,14 +253,17 @@ def _decide_flags(decisions: dict) -> tuple[list[str], str]:
         return [], ""
     opts = decisions.get("options")
     if not opts:  # waves from before options were recorded, and so before the t sequence
-        return ["--decide", "--sequence", "betting"], "  # its --budget, --delta, --most-seeds were not recorded"
+        return (["--decide", "--sequence", "betting", "--eval-samples", "none"],
+                "  # its --budget, --delta, --most-seeds were not recorded")
     flags = ["--decide"]
     if opts.get("budget") is not None:
         flags += ["--budget", f"{opts['budget']:g}"]
     flags += ["--delta", f"{opts['delta']:g}", "--most-seeds", str(opts["most_seeds"])]
     flags += ["--unpaired"] if opts.get("method") == "unpaired" else []
-    # waves recorded before the sequence was an option used betting
-    return flags + ([] if opts.get("sequence", "betting") == "t" else ["--sequence", "betting"]), ""
+    # waves recorded before the sequence was an option used betting, and no eval design
+    flags += [] if opts.get("sequence", "betting") == "t" else ["--sequence", "betting"]
+    samples = opts.get("eval_samples")
+    return flags + ([] if samples == "auto" else ["--eval-samples", "none" if samples is None else str(samples)]), ""
 
 
 def reproduce_commands(sweep: reg.Sweep, matrix: str, metric: str, logit: bool, decisions: dict) -> list[str]:

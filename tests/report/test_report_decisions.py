@@ -50,3 +50,14 @@ def test_the_section_names_the_sequence_the_waves_used(tmp_path: Path) -> None:
     assert "t-mixture confidence sequences" in said["t"] and "seed-index paired contrasts" in said["t"]
     assert "Betting confidence sequences" in said["old"] and "per-arm means" in said["old"]  # before t existed
     assert "options were not recorded" in said["unrecorded"]
+
+
+def test_the_section_says_which_scores_the_eval_design_changed(tmp_path: Path) -> None:
+    design = {"sequence": "t", "method": "paired", "eval_samples": "auto",
+              "eval_design": [["models/tiny.yaml", "logic", 32], ["models/tiny.yaml", "math", 16]]}
+    said = {}
+    for case, options in {"design": design, "none": {**design, "eval_design": []}}.items():
+        data = dataclasses.replace(make_data(), decisions={**DECISIONS, "options": options})
+        said[case] = " ".join(write_report(data, tmp_path / case)[1].read_text().split())
+    assert "more completions per problem (logic at 32, math at 16; the eval design" in said["design"]
+    assert "completions per problem" not in said["none"]

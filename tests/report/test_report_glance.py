@@ -100,7 +100,7 @@ def _sweep(name: str, matrix: str, runners: list[str]) -> SimpleNamespace:
 
 
 OPTIONS = {"budget": 4.0, "delta": 0.02, "alpha": 0.05, "wave": None, "most_seeds": 32, "method": "unpaired",
-           "sequence": "t"}
+           "sequence": "t", "eval_samples": "auto", "eval_design": [["tiny", "logic", 32]]}
 
 
 def test_reproduce_runs_from_the_repo_with_every_decide_flag() -> None:
@@ -116,6 +116,12 @@ def test_reproduce_runs_from_the_repo_with_every_decide_flag() -> None:
     older = {k: v for k, v in OPTIONS.items() if k != "sequence"}  # waves recorded before t existed used betting
     assert reproduce_commands(sweep, matrix, "pass@1", True, {"waves": [{}], "options": older})[1].endswith(
         "--unpaired --sequence betting")
+    for samples, flag in ((16, "--eval-samples 16"), (None, "--eval-samples none")):
+        opts = {**OPTIONS, "eval_samples": samples}
+        assert reproduce_commands(sweep, matrix, "pass@1", True, {"waves": [{}], "options": opts})[1].endswith(flag)
+    before = {k: v for k, v in OPTIONS.items() if k not in ("eval_samples", "eval_design")}  # before the design
+    assert reproduce_commands(sweep, matrix, "pass@1", True, {"waves": [{}], "options": before})[1].endswith(
+        "--unpaired --eval-samples none")
 
 
 def test_reproduce_without_decide_or_with_unrecorded_options() -> None:
@@ -123,7 +129,7 @@ def test_reproduce_without_decide_or_with_unrecorded_options() -> None:
     plain = reproduce_commands(sweep, repo_path(sweep.matrix_path), "pass@1", False, {"waves": []})
     assert plain[1] == "grpo-lab sweep matrices/quickstart.yaml" and "--decide" not in " ".join(plain)
     old = reproduce_commands(sweep, "matrices/quickstart.yaml", "pass@1", False, {"waves": [{}], "options": None})
-    assert old[1].startswith("grpo-lab sweep matrices/quickstart.yaml --decide --sequence betting  # ")
+    assert old[1].startswith("grpo-lab sweep matrices/quickstart.yaml --decide --sequence betting --eval-samples none  # ")
     assert repo_path("/tmp/tt/ten_tricks_math.yaml") == "ten_tricks_math.yaml"
 
 
