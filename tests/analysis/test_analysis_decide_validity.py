@@ -10,7 +10,11 @@ errors, under noise models the normal-mixture method assumed away: heavy tails, 
 one arm 9x noisier, pass rates near 0 and 1, and a true effect exactly at the TOST margin; for
 both sequences (the t mixture also where seeds are as noisy as the margin), and for betting also
 under a skewed null (one arm collapses 10% of seeds and sits higher on the rest), which the t
-mixture does not survive.
+mixture does not survive. The t mixture also keeps it with `--decide`'s eval design in the loop
+(analysis/eval_design.py: after wave 0 it picks m from the noise, then every seed's eval sampling
+noise, 60% of a run's variance, is redrawn at sd/√m) at the hard case (0.02, 0.02), under the
+global null with gaussian, t3, collapsed and 9x-variance seeds and at the TOST margin, paired and
+unpaired, the design taking m > 1 in most replicates.
 
 A pooled-σ normal-mixture sequence (Howard et al. 2021), which assumes one noise level per cell,
 stays here as a reference: the same loop shows it failing the 9x case, so the suite can tell a
@@ -23,7 +27,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from grpo_lab.analysis import decide
+from grpo_lab.analysis import decide, eval_design
 
 ARMS = ["baseline", "a", "b", "c", "d", "a+b"]
 ALPHA, DELTA, CAP, START, WAVE = 0.05, 0.2, 64, 2, 12
@@ -64,10 +68,10 @@ def truths(comps, mu) -> np.ndarray:
     return np.round([sum(w * mu[k] for k, w in c.coefs) for c in comps], 12)
 
 
-def run_new(comps, y, method: str, sequence: str, delta: float = DELTA) -> list[dict]:
-    """The real loop: decide, allocate, reveal the allocated seeds, until closed."""
+def run_new(comps, y, method: str, sequence: str, delta: float = DELTA, previous: dict | None = None) -> list[dict]:
+    """The real loop: decide, allocate, reveal the allocated seeds, until closed (`previous`: the
+    rows of waves already decided, as decide.decide takes them)."""
     n = dict.fromkeys(ARMS, START)
-    previous = None
     while True:
         scores = {("m", "t"): {k: {i: y[k][i] for i in range(n[k])} for k in ARMS}}
         rows, m = decide.decide(comps, scores, alpha=ALPHA, delta=delta, previous=previous, method=method,
@@ -81,6 +85,46 @@ def run_new(comps, y, method: str, sequence: str, delta: float = DELTA) -> list[
             return rows
         for (_, _, k), extra in added.items():
             n[k] += extra
+
+
+# the eval design in the loop: a run's score is a training part plus the final eval's sampling
+# noise, SAMPLING of the arm's own variance; re-evals are cheap next to training
+SAMPLING = 0.6
+DESIGN_COST = eval_design.ArmCost(train=1.0, eval=0.01, setup=0.005)
+
+
+def run_design(comps, train: dict[str, np.ndarray], sd_s: float, rng, method: str, delta: float
+               ) -> tuple[list[dict], int]:
+    """The loop with `--decide`'s eval design: wave 0 (START seeds per arm) scored at m = 1,
+    decided, eval_design.choose from its rows and the known sampling variance sd_s²; at m > 1 the
+    sampling noise of every seed, those of wave 0 included, is drawn afresh at sd_s/√m, and the
+    loop goes on from wave 0 on those scores. (rows, m)."""
+    y = {k: np.clip(v + rng.normal(0, sd_s, v.size), 0.0, 1.0) for k, v in train.items()}
+    scores = {("m", "t"): {k: {i: y[k][i] for i in range(START)} for k in ARMS}}
+    rows, _ = decide.decide(comps, scores, alpha=ALPHA, delta=delta, method=method, target=CAP, sequence="t")
+    n = {("m", "t", k): START for k in ARMS}
+    design = eval_design.choose(comps, rows, n, dict.fromkeys(n, DESIGN_COST), dict.fromkeys(n, sd_s**2),
+                                alpha=ALPHA, delta=delta, most=CAP, method=method, sequence="t")
+    m = design[("m", "t")]["multiplier"]
+    if m > 1:
+        y = {k: np.clip(v + rng.normal(0, sd_s / np.sqrt(m), v.size), 0.0, 1.0) for k, v in train.items()}
+    return run_new(comps, y, method, "t", delta, previous={r["name"]: r for r in rows}), m
+
+
+def design_error_rates(model: str, method: str, reps: int, sd: float, delta: float, seed: int = 0
+                       ) -> tuple[float, float, float, float]:
+    """(false significant, false equivalent, α + 2 SE, share of replicates at m > 1) over `reps`
+    sweeps whose runs have variance sd², SAMPLING of it the eval's (the arm's own part, for gaussian)."""
+    rng = np.random.default_rng(seed)
+    comps = decide.comparisons({("m", "t"): ARMS})
+    acc, ms = [], []
+    for _ in range(reps):
+        train, mu = simulate(model, rng, sd * np.sqrt(1 - SAMPLING), delta)
+        rows, m = run_design(comps, train, sd * np.sqrt(SAMPLING), rng, method, delta)
+        acc.append(errors(rows, truths(comps, mu), delta))
+        ms.append(m)
+    fs, fe = np.mean(acc, axis=0)
+    return float(fs), float(fe), ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / reps), float(np.mean(np.array(ms) > 1))
 
 
 def reference_radius(t, sigma, alpha):
@@ -163,6 +207,18 @@ def test_t_family_wise_error_holds_under_every_noise_model(model, method, sd, de
     fs, fe, bound = error_rates(model, lambda comps, y: run_new(comps, y, method, "t", delta), reps=200,
                                 sd=sd, delta=delta)
     assert fs <= bound and fe <= bound, (model, method, sd, delta, fs, fe, bound)
+
+
+@pytest.mark.parametrize("method", ["paired", "unpaired"])
+@pytest.mark.parametrize("model", ["gaussian", "t3", "collapse", "hetero", "tost"])
+def test_t_family_wise_error_holds_with_the_eval_design_in_the_loop(model, method):
+    """The eval design chooses m from wave 0's noise, then every seed's sampling noise is redrawn at
+    sd/√m: at the hard case (0.02, 0.02), under the global null (where only a false significant
+    can happen) and where a and b sit exactly on the margin (tost: a false equivalent can). The
+    design must take m > 1 in most replicates, else this tests the plain loop again."""
+    fs, fe, bound, share = design_error_rates(model, method, reps=300, sd=0.02, delta=0.02)
+    assert fs <= bound and fe <= bound, (model, method, fs, fe, bound)
+    assert share > 0.5, (model, method, share)
 
 
 def test_t_decides_at_a_realistic_margin_where_betting_cannot():
