@@ -11,6 +11,17 @@ part, clipped to [0, 1]. Per-run sd per task as measured on the first ten_tricks
 unpaired one, as measured there. Runs cost what they cost there, in baseline runs (G16 1.5x, the
 six-trick stack 1.35x), and a baseline run is 3.99 / 474 core-hours (the --decide sweep's mean).
 
+Each part (seed-shared and arm) is split into training and the final eval's sampling noise, drawn
+separately: the sampling share of a run's variance is the eval's binomial variance
+(1/P²) Σ p̂(1 − p̂)/(k − 1) over the per-run variance on the ten_tricks runs (code 0.05, math 0.23,
+logic 0.60; logic's 0.60 and seed-shared 0.50 cannot both sit in separate parts, and the re-eval's
+sampling stream is the sweep's, so each part holds both in the same proportion). A final eval at the
+runs' own completions per problem costs 0.0275 of a run on code and 0.0075 on math and logic; an
+eval-only attempt's setup 0.054 / 0.151 / 0.137 of a run (code / math / logic: the setup phase's
+mean share of wall time over the 300 ten_tricks runs). A re-eval at m keeps a run's training part
+and redraws its sampling noise at sd/√m. The noisy arm of hetero gets its extra variance in
+training (the eval's binomial noise does not grow with it).
+
 Scenarios:
   planted  single effects = the ten_tricks estimates; combos = their additive sum plus planted
            interactions (code six-stack -0.16, code orthogonal four -0.12, math six-stack -0.03)
@@ -23,13 +34,27 @@ Methods, each with its own allocator that stops spending once a comparison is de
   t-unpaired      analysis/decide.py, per-arm t-mixture sequences (analysis/tmix.py)
   t-paired        t-mixture sequences on seed-index paired contrasts (the default of --decide)
   betting-paired  betting sequences on paired contrasts (analysis/betting.py: any bounded noise)
+  t-paired-design, t-unpaired-design
+            t-paired / t-unpaired with the eval design (analysis/eval_design.py): after the first
+            wave, m per task from its noise and the costs (β per arm the known sampling variance);
+            at m > 1 every seed so far is evaluated again with m·k completions and every new seed
+            is scored that way, each re-eval costing setup + m·eval in core-h
 All start at 2 seeds per arm and add waves of --wave runs until nothing is open, nothing can close,
 or the arms average --caps seeds.
 
 Columns: runs, core-h (mean per replicate); decided = share of the 42 comparisons with a verdict;
 per core-h = decided / core-h; recall = share of |θ| ≥ δ found with the right sign; false sig =
 share of replicates with a θ = 0 comparison called significant or a wrong sign (family-wise);
-false equiv = share of replicates calling a |θ| ≥ δ comparison equivalent.
+false equiv = share of replicates calling a |θ| ≥ δ comparison equivalent; m code/math/logic =
+the design's mean multiplier per task (1 without a design). runs counts training runs; core-h
+includes the re-evals.
+
+Measured with the design (--reps 30 --noise 1 2.6 --caps 32 --methods old t-paired t-paired-design):
+it takes m ≈ 6.5 on math and logic at 1x noise, ≈ 2 on math and 11-12 on logic at 2.6x, 1 on code;
+it decides up to 2.6 points more of the comparisons (null 2.6x: 31.6% vs 29.0%) but spends as much
+or more (the re-evals, and the seeds of comparisons it makes closable), so decisions per core-h are
+level at 1x (8.5 / 7.3 / 6.8% vs 8.6 / 7.2 / 6.7%, planted / null / hetero) and lower at 2.6x
+(3.9 / 3.4 / 3.4% vs 4.0 / 3.8 / 3.5%); no false significant or false equivalent in either.
 """
 
 from __future__ import annotations
@@ -43,9 +68,17 @@ from rich.table import Table
 from scipy import stats
 
 from grpo_lab.analysis import decide as dec
+from grpo_lab.analysis import eval_design as ed
 
 SD = {"code": 0.0217, "math": 0.0121, "logic": 0.0050}
 SHARED = {"code": 0.05, "math": 0.21, "logic": 0.50}  # share of a run's variance common to its seed index
+# share of a run's variance that is the final eval's sampling noise, (1/P²) Σ p̂(1 − p̂)/(k − 1) over
+# the per-run variance on the ten_tricks runs
+SAMPLING = {"code": 0.05, "math": 0.23, "logic": 0.60}
+EVAL = {"code": 0.0275, "math": 0.0075, "logic": 0.0075}  # a final eval at the runs' own k, in runs
+# an eval-only attempt's setup (loading the model, building the engine), in runs: the setup phase's
+# mean share of wall time over the 300 ten_tricks runs in /work/tt/ws/runs (summary.json phase_seconds)
+SETUP = {"code": 0.054, "math": 0.151, "logic": 0.137}
 SINGLES = ["group_size_16", "kl_anneal", "dynamic_temperature", "quantile_norm_clip", "length_penalty_piecewise",
            "ema_reference", "adaptive_curriculum", "code_token_mask", "lr_warmup", "advantage_clip_3"]
 SIX = "+".join(sorted(["group_size_16", "dynamic_temperature", "ema_reference", "adaptive_curriculum", "kl_anneal",
@@ -76,14 +109,41 @@ def truths(planted: bool) -> dict[tuple[str, str], dict[str, float]]:
 
 
 def draw(mu, scale: float, hetero: bool, most: int, rng) -> dict:
-    """(model, task) -> arm -> scores of seeds 0..most−1 (seed index i shares its seed part)."""
+    """(model, task) -> arm -> {"train": training part of seeds 0..most−1, "sampling": (sd shared
+    at the seed index, sd of the arm's own part) of the eval's sampling noise at the runs' own
+    completions, "scores": the scores at m = 1}. Seed index i shares its seed part in both."""
     out = {}
     for cell, arms in mu.items():
-        sd = SD[cell[1]] * scale
-        shared = rng.normal(0, sd * np.sqrt(SHARED[cell[1]]), most)
-        own = sd * np.sqrt(1 - SHARED[cell[1]])
-        out[cell] = {k: np.clip(m + shared + rng.normal(0, own * (3.0 if hetero and k == NOISY else 1.0), most), 0, 1)
-                     for k, m in arms.items()}
+        task = cell[1]
+        sd, share, samp = SD[task] * scale, SHARED[task], SAMPLING[task]
+        shared_train = rng.normal(0, sd * np.sqrt(share * (1 - samp)), most)
+        shared_samp = rng.normal(0, sd * np.sqrt(share * samp), most)
+        own_train, own_samp = sd * np.sqrt((1 - share) * (1 - samp)), sd * np.sqrt((1 - share) * samp)
+        out[cell] = {}
+        for k, m in arms.items():
+            # the noisy arm: 9x the variance of the arm's own part at m = 1, all of it training
+            f = np.sqrt((9 - samp) / (1 - samp)) if hetero and k == NOISY else 1.0
+            train = m + shared_train + rng.normal(0, own_train * f, most)
+            scores = np.clip(train + shared_samp + rng.normal(0, own_samp, most), 0, 1)
+            out[cell][k] = {"train": train, "sampling": (sd * np.sqrt(share * samp), own_samp), "scores": scores}
+    return out
+
+
+def reevaluate(y: dict, design: dict, rng) -> dict:
+    """Scores once every run of a cell at multiplier m > 1 is evaluated again with m·k fresh
+    completions: the training part kept, the sampling noise redrawn at sd/√m (its seed-index part
+    still shared: the re-eval's sampling stream is the sweep's, trainer/final_eval.py)."""
+    out = {}
+    for cell, arms in y.items():
+        m = design.get(cell, 1)
+        if m == 1:
+            out[cell] = {k: v["scores"] for k, v in arms.items()}
+            continue
+        shared_sd, own_sd = next(iter(arms.values()))["sampling"]
+        most = next(iter(arms.values()))["train"].size
+        shared = rng.normal(0, shared_sd / np.sqrt(m), most)
+        out[cell] = {k: np.clip(v["train"] + shared + rng.normal(0, v["sampling"][1] / np.sqrt(m), most), 0, 1)
+                     for k, v in arms.items()}
     return out
 
 
@@ -146,20 +206,44 @@ def old_allocate(comps, rows, n, cost, slots, alpha, delta):
     return added
 
 
-def sweep(comps, y, method: str, wave: int, delta: float, cap: float, most: int) -> tuple[list[dict], float, int]:
-    """One --decide run on simulated scores: (rows, core-hours, runs)."""
-    cost = {(m, t, k): COST.get(k, 1.0) for (m, t), arms in y.items() for k in arms}
+def costs(y: dict) -> dict:
+    """arm -> ArmCost in baseline runs: training as measured, the final eval and an eval-only
+    attempt's setup per task (EVAL, SETUP)."""
+    return {(m, t, k): ed.ArmCost(train=COST.get(k, 1.0), eval=EVAL[t], setup=SETUP[t])
+            for (m, t), arms in y.items() for k in arms}
+
+
+def sweep(comps, y, method: str, wave: int, delta: float, cap: float, most: int, rng
+          ) -> tuple[list[dict], float, int, dict]:
+    """One --decide run on simulated scores: (rows, core-hours, runs, the design's m per cell).
+    `rng` draws the re-evals' sampling noise."""
+    arm_cost = costs(y)
+    cost = {arm: c.train for arm, c in arm_cost.items()}
     n = dict.fromkeys(cost, 2)
-    sequence, _, pairing = method.partition("-")
+    sequence, pairing, *rest = method.split("-") if method != "old" else ("old", "")
+    design: dict | None = None if rest == ["design"] else {}
+    scores_of = {cell: {k: v["scores"] for k, v in arms.items()} for cell, arms in y.items()}
     previous = None
     while True:
         if method == "old":
-            rows = old_decide(comps, y, n, ALPHA, delta, previous)
+            rows = old_decide(comps, scores_of, n, ALPHA, delta, previous)
         else:
-            scores = {cell: {k: dict(enumerate(v[:n[(*cell, k)]])) for k, v in arms.items()} for cell, arms in y.items()}
+            scores = {cell: {k: dict(enumerate(v[:n[(*cell, k)]])) for k, v in arms.items()}
+                      for cell, arms in scores_of.items()}
             rows, _ = dec.decide(comps, scores, alpha=ALPHA, delta=delta, previous=previous, method=pairing,
                                  target=most, sequence=sequence)
         previous = {r["name"]: r for r in rows}
+        if design is None:
+            # after wave 0, from its noise and the costs: m per cell, then every run there at m > 1
+            # is evaluated again and the wave decided on those scores
+            beta = {(mo, t, k): v["sampling"][0] ** 2 + v["sampling"][1] ** 2  # a run's binomial variance
+                    for (mo, t), arms in y.items() for k, v in arms.items()}
+            chosen = ed.choose(comps, rows, n, arm_cost, beta, alpha=ALPHA, delta=delta, most=most,
+                               method=pairing, sequence=sequence)
+            design = {cell: d["multiplier"] for cell, d in chosen.items()}
+            scores_of = reevaluate(y, design, rng)
+            cost = {arm: c.train + c.reeval(design.get(arm[:2], 1)) for arm, c in arm_cost.items()}  # a new seed's
+            continue
         runs = sum(n.values())
         slots = min(wave, int(cap * len(n)) - runs)
         if all(r["verdict"] != "open" for r in rows) or slots <= 0:
@@ -174,8 +258,8 @@ def sweep(comps, y, method: str, wave: int, delta: float, cap: float, most: int)
             break
         for arm, k in added.items():
             n[arm] += k
-    hours = HOURS_PER_RUN * sum(cost[arm] * k for arm, k in n.items())
-    return rows, hours, runs
+    units = sum((c.train + c.reeval(design.get(arm[:2], 1))) * n[arm] for arm, c in arm_cost.items())
+    return rows, HOURS_PER_RUN * units, runs, design
 
 
 def score(rows, theta: np.ndarray, delta: float) -> dict:
@@ -202,7 +286,7 @@ def main() -> None:
     args = ap.parse_args()
     table = Table(title=f"--decide methods, {args.reps} replicates, δ = {args.delta}, FWER α = {ALPHA}")
     cols = ("scenario", "noise", "cap", "method", "runs", "core-h", "decided", "per core-h", "recall", "false sig",
-            "false equiv", "s")
+            "false equiv", "m code/math/logic", "s")
     for col in cols:
         table.add_column(col, justify="left" if col in ("scenario", "method") else "right", no_wrap=True)
     for scenario in args.scenarios:
@@ -214,14 +298,17 @@ def main() -> None:
                 most = args.most or int(2 * cap)
                 for method in args.methods:
                     rng, t0, acc = np.random.default_rng(0), time.perf_counter(), []
-                    for _ in range(args.reps):
+                    for rep in range(args.reps):
                         y = draw(mu, scale, scenario == "hetero", most, rng)
-                        rows, hours, runs = sweep(comps, y, method, args.wave, args.delta, cap, most)
-                        acc.append({**score(rows, theta, args.delta), "hours": hours, "runs": runs})
+                        rows, hours, runs, design = sweep(comps, y, method, args.wave, args.delta, cap, most,
+                                                          np.random.default_rng([1, rep]))
+                        acc.append({**score(rows, theta, args.delta), "hours": hours, "runs": runs,
+                                    **{f"m_{t}": design.get(("sim", t), 1) for t in SD}})
                     m = {k: np.mean([a[k] for a in acc]) for k in acc[0]}
                     row = [scenario, f"{scale:g}", f"{cap:g}", method, f"{m['runs']:.0f}", f"{m['hours']:.2f}",
                            f"{m['decided']:.1%}", f"{m['decided'] / m['hours']:.1%}", f"{m['recall']:.1%}",
-                           f"{m['false_sig']:.1%}", f"{m['false_equiv']:.1%}", f"{time.perf_counter() - t0:.0f}"]
+                           f"{m['false_sig']:.1%}", f"{m['false_equiv']:.1%}",
+                           "/".join(f"{m[f'm_{t}']:.1f}" for t in SD), f"{time.perf_counter() - t0:.0f}"]
                     print(*row, sep="\t", flush=True)  # a long run shows its rows as they come
                     table.add_row(*row)
     Console(width=160).print(table)
