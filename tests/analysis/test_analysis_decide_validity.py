@@ -216,7 +216,7 @@ def test_t_family_wise_error_holds_with_the_eval_design_in_the_loop(model, metho
     sd/√m: at the hard case (0.02, 0.02), under the global null (where only a false significant
     can happen) and where a and b sit exactly on the margin (tost: a false equivalent can). The
     design must take m > 1 in most replicates, else this tests the plain loop again."""
-    fs, fe, bound, share = design_error_rates(model, method, reps=300, sd=0.02, delta=0.02)
+    fs, fe, bound, share = design_error_rates(model, method, reps=250, sd=0.02, delta=0.02)
     assert fs <= bound and fe <= bound, (model, method, fs, fe, bound)
     assert share > 0.5, (model, method, share)
 
