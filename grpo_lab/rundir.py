@@ -161,10 +161,6 @@ class RunDir:
         """The record of the final checkpoint's eval with `samples` completions per problem."""
         return read_json(self.path / EVAL / f"final-{samples}.json")
 
-    def final_eval_hours(self) -> float:
-        """Device-hours of every eval-only attempt that completed in this folder."""
-        return sum((read_json(p) or {}).get("device_hours", 0.0) for p in (self.path / EVAL).glob("final-*.json"))
-
     def attempt_log(self, attempt: int | str) -> Path:
         return self.path / f"attempt-{attempt}.log"
 

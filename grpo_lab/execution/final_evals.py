@@ -39,6 +39,22 @@ def score(cell: reg.SweepRun, summary: Summary, design: Design) -> tuple[float, 
     return float(record["metrics"]["eval/pass@1"]), float(record.get("device_hours", 0.0))
 
 
+def hours(cells: list[reg.SweepRun], design: Design) -> float:
+    """Device-hours of the re-evals `design` asks of these cells (what they cost the sweep that
+    asked for them: a record another sweep's design made at another K is not this sweep's)."""
+    total = 0.0
+    for cell in cells:
+        samples = design.get((cell.model, cell.task))
+        record = RunDir(cell.run.out_dir).final_eval(samples) if samples else None
+        total += float(record.get("device_hours", 0.0)) if record else 0.0
+    return total
+
+
+def from_options(options: dict | None) -> Design:
+    """The design a wave recorded with its options ([model, task, K] each; none before it existed)."""
+    return {(m, t): k for m, t, k in (options or {}).get("eval_design") or []}
+
+
 def pending(sweep: reg.Sweep, design: Design) -> list[tuple[reg.SweepRun, int]]:
     """(cell, K) of the finished cells of designed (model, task)s without a record at K."""
     out = []

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from grpo_lab.execution import calibration
+from grpo_lab.execution import calibration, final_evals
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.base import Job, Outcome, Runner, retryable
 from grpo_lab.rundir import RunDir
@@ -291,11 +291,11 @@ def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
     return result
 
 
-def totals(sweep: reg.Sweep) -> dict:
-    """Sweep-level accounting: hours by attempt outcome (eval-only attempts of --decide's eval
-    design included, from their records), and the cells by status."""
+def totals(sweep: reg.Sweep, design: final_evals.Design | None = None) -> dict:
+    """Sweep-level accounting: hours by attempt outcome (with the eval-only attempts `design`,
+    --decide's eval design, asked for), and the cells by status."""
     runs = [c.run for c in sweep.cells]
-    evals = sum(RunDir(r.out_dir).final_eval_hours() for r in runs)
+    evals = final_evals.hours(sweep.cells, design or {})
     used = sum(r.gpu_hours for r in runs) + evals
     wasted = sum(r.wasted_gpu_hours for r in runs)
     return {"gpu_hours": used, "wasted_gpu_hours": wasted, "useful_gpu_hours": used - wasted,

@@ -109,7 +109,7 @@ class DecideOptions:
         (`choose()`, "auto"), K everywhere (an int) or none. An explicit K a restart gives must
         be the recorded one: switching measurement after seeing data voids the guarantee."""
         if started:
-            was = {(m, t): k for m, t, k in (recorded or {}).get("eval_design") or []}
+            was = final_evals.from_options(recorded)
             if isinstance(self.eval_samples, int) and set(was.values()) != {self.eval_samples}:
                 raise ConfigError(f"--eval-samples {self.eval_samples}: this sweep's waves were decided on "
                                   f"{_design_text(was)}; rerun with --eval-samples auto (keeps it) or a new --name")
@@ -222,7 +222,7 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
                                   lambda: choose_design(sweep, plan, comps, dopts, say))
         final_evals.run_final_evals(sweep, runner, design, opts.retries, say)
         scores, seeds, cost = observe(sweep, design)
-        hours = totals(sweep)["gpu_hours"]
+        hours = totals(sweep, design)["gpu_hours"]
         done = waves(session, sweep)
         runs = sum(len(v) for arms in scores.values() for v in arms.values())
         # a restart that finds no new finished run (a budget stop, raised) re-analyses the last wave

@@ -123,7 +123,7 @@ class ReportData:
 
 # --- a registered sweep's inputs ---
 
-SAMPLING_PHASES = ("rollout", "reward", "eval")
+SAMPLING_PHASES = ("rollout", "reward", "eval", "final_eval")
 
 
 def mixed_bases(rows: list[tuple[str, str, str | None]]) -> list[str]:
@@ -162,11 +162,15 @@ def _phase_hours(cells: list[reg.SweepRun]) -> dict[str, float]:
     return total
 
 
-def _costs(sweep: reg.Sweep, cells: list[reg.SweepRun], effective: float) -> dict:
-    runs = [c.run for c in sweep.cells]
-    used = sum(r.gpu_hours for r in runs)
-    wasted = sum(r.wasted_gpu_hours for r in runs)
+def _costs(sweep: reg.Sweep, cells: list[reg.SweepRun], effective: float, decisions: dict) -> dict:
+    from grpo_lab.execution import final_evals
+    from grpo_lab.execution.sweep import totals
+
+    books = totals(sweep, final_evals.from_options(decisions.get("options")))
+    used, wasted = books["gpu_hours"], books["wasted_gpu_hours"]
     by_phase = _phase_hours(cells)
+    if books["final_eval_gpu_hours"]:
+        by_phase["final_eval"] = books["final_eval_gpu_hours"]  # --decide's eval-only attempts
     sampling = sum(v for k, v in by_phase.items() if k in SAMPLING_PHASES)
     useful = used - wasted
     if sweep.name.startswith("tune-"):  # a tune's trials are search compute, all of them
@@ -223,7 +227,7 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
     return ReportData(
         runs=runs, steps=steps, events=events,
         effects=effects(runs, metric, logit=logit), interactions=interactions(runs, metric, logit=logit),
-        costs=_costs(sweep, cells, effective), env=json.loads(sweep.env_json or "{}"),
+        costs=_costs(sweep, cells, effective, decisions), env=json.loads(sweep.env_json or "{}"),
         variance=budget_frame(labelled), decisions=decisions,
         meta={"sweep": sweep.name, "matrix": matrix, "metric": metric, "created": sweep.created_at.isoformat(),
               "commands": reproduce_commands(sweep, matrix, metric, logit, decisions)},

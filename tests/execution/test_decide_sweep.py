@@ -11,6 +11,7 @@ from grpo_lab.execution.runners.local import LocalRunner
 from grpo_lab.execution.sweep import SweepOptions, open_sweep, plan_for, recover
 from grpo_lab.execution.sweep import totals
 from grpo_lab.execution.waves import DecideOptions, observe, report_rows, run_decide, waves
+from grpo_lab.report.inputs import sweep_data
 from grpo_lab.rundir import RunDir
 from grpo_lab.util.yamlio import ConfigError
 from tests.execution.sweeps import write_matrix
@@ -85,9 +86,13 @@ def test_eval_design_scores_every_run_on_its_re_eval_and_counts_its_hours(tmp_pa
     scores, _, _ = observe(sweep, design_of(session, sweep))
     seen = sorted(v for arms in scores.values() for per in arms.values() for v in per.values())
     assert seen == sorted(r["metrics"]["eval/pass@1"] for r in records)
-    trained = sum(c.run.gpu_hours for c in sweep.cells)
-    assert totals(sweep)["gpu_hours"] == pytest.approx(trained + sum(r["device_hours"] for r in records))
-    assert waves(session, sweep)[-1].hours == pytest.approx(totals(sweep)["gpu_hours"])
+    trained, evals = sum(c.run.gpu_hours for c in sweep.cells), sum(r["device_hours"] for r in records)
+    books = totals(sweep, design_of(session, sweep))
+    assert books["gpu_hours"] == pytest.approx(trained + evals) and books["final_eval_gpu_hours"] == pytest.approx(evals)
+    assert waves(session, sweep)[-1].hours == pytest.approx(books["gpu_hours"])
+    costs = sweep_data(sweep).costs  # the report's books are the same
+    assert costs["total"] == pytest.approx(books["gpu_hours"]) and costs["by_phase"]["final_eval"] == pytest.approx(evals)
+    assert totals(sweep)["gpu_hours"] == pytest.approx(trained)  # a sweep without the design is not charged
     session.close()
     with pytest.raises(ConfigError, match="--eval-samples 8"):
         decide_once(matrix, tmp_path / "ws", dataclasses.replace(dopts, eval_samples=8))
