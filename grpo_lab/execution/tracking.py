@@ -14,8 +14,6 @@ import logging
 import math
 import os
 import re
-import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Callable
