@@ -50,11 +50,12 @@ the design's mean multiplier per task (1 without a design). runs counts training
 includes the re-evals.
 
 Measured with the design (--reps 30 --noise 1 2.6 --caps 32 --methods old t-paired t-paired-design):
-it takes m ≈ 6.5 on math and logic at 1x noise, ≈ 2 on math and 11-12 on logic at 2.6x, 1 on code;
-it decides up to 2.6 points more of the comparisons (null 2.6x: 31.6% vs 29.0%) but spends as much
-or more (the re-evals, and the seeds of comparisons it makes closable), so decisions per core-h are
-level at 1x (8.5 / 7.3 / 6.8% vs 8.6 / 7.2 / 6.7%, planted / null / hetero) and lower at 2.6x
-(3.9 / 3.4 / 3.4% vs 4.0 / 3.8 / 3.5%); no false significant or false equivalent in either.
+it takes m ≈ 1.7 / 5-7 / 7 (code / math / logic) at 1x noise and 3 / 5-7.5 / 9-9.5 at 2.6x, and
+decides 0.5-3.7 points more of the comparisons (null 2.6x: 32.7% vs 29.0%), but spends as much or
+more (at 2.6x 16-40% more core-h: the re-evals, each paying an eval-only setup, and the seeds of
+the comparisons it makes closable), so decisions per core-h are level or lower at 1x (8.3 / 7.2 /
+6.7% vs 8.6 / 7.2 / 6.7%, planted / null / hetero) and lower at 2.6x (3.6 / 3.1 / 3.1% vs 4.0 /
+3.8 / 3.5%); no false significant or false equivalent in either.
 """
 
 from __future__ import annotations
