@@ -10,11 +10,13 @@ completions on problem p that pass. Across seeds
 
 Evaluating the final checkpoint again with K = m·k fresh completions per problem keeps σ²_run and
 divides β by m. A comparison whose sequence sees sd σ (paired: of D = Σ c_a y_a; unpaired: of its
-noisiest arm) carries sampling noise b = Σ c_a² β_a (paired; the arms' sampling taken as
-independent) or max β_a (unpaired), capped at CAP_SHARE·σ² so a noisy estimate never plans on a
-noise-free run; at m
+noisiest arm) carries sampling noise b = ρ·Σ c_a² β_a, ρ = min(1, σ²/Σ c_a² V_a) the share of the
+arms' run variances V_a that pairing leaves (paired; comparison_sampling says why), or max β_a
+(unpaired), capped at CAP_SHARE·σ² so a noisy estimate never plans on a noise-free run; at m
 
     σ²(m) = σ² − b·(1 − 1/m)
+
+Planning pools over the cell (`pooled`: wave 0 has a few seeds per arm); the sequences never do.
 
 Costs per arm a: a new seed trains (t_a) and, at m > 1, is evaluated again, r_a(m) = s_a + m·e_a
 (starting the eval, plus m times the run's own final eval); at m > 1 each seed it already has is
@@ -73,26 +75,37 @@ def sampling_var(rows: list[dict]) -> float:
     return total / len(rows) ** 2
 
 
-def comparison_sampling(c: dec.Comparison, beta: dict[Arm, float], sigma: float, method: str) -> float:
-    """b: the part of σ² (the comparison's sd, squared) that the eval's sampling contributes."""
-    parts = [beta.get((c.model, c.task, k), 0.0) for k, _ in c.coefs]
-    b = sum(w**2 * p for (_, w), p in zip(c.coefs, parts)) if method == "paired" else max(parts)
+def comparison_sampling(c: dec.Comparison, beta: dict[Arm, float], sigma: float, method: str,
+                        run_var: dict[Arm, float] | None = None) -> float:
+    """b: the part of σ² (the comparison's sd, squared) that the eval's sampling contributes.
+    Paired, with the arms' run variances V_a: scaled by ρ = min(1, σ² / Σ c_a² V_a), the share of
+    the noise pairing leaves, since arms sharing a seed index share the eval's sampling stream and
+    so cancel part of its noise too (taking it as cancelled like the rest plans fewer completions,
+    never more)."""
+    arms = [(c.model, c.task, k) for k, _ in c.coefs]
+    parts = [beta.get(arm, 0.0) for arm in arms]
+    if method != "paired":
+        return min(max(parts), CAP_SHARE * sigma**2)
+    b = sum(w**2 * p for (_, w), p in zip(c.coefs, parts))
+    unpaired = sum(w**2 * (run_var or {}).get(arm, np.nan) for (_, w), arm in zip(c.coefs, arms))
+    if run_var is not None and np.isfinite(unpaired) and unpaired > 0:
+        b *= min(1.0, sigma**2 / unpaired)
     return min(b, CAP_SHARE * sigma**2)
 
 
-def cell_hours(comps: list[dec.Comparison], rows: dict[str, dict], n: dict[Arm, int], costs: dict[Arm, ArmCost],
-               beta: dict[Arm, float], m: int, *, a: float, delta: float, most: int, method: str,
-               sequence: str) -> tuple[float, int]:
-    """(H(m), C(m)) of one cell's open comparisons (module docstring)."""
+def cell_hours(comps: list[dec.Comparison], sigma2: dict[str, float], n: dict[Arm, int], costs: dict[Arm, ArmCost],
+               beta: dict[Arm, float], run_var: dict[Arm, float] | None, m: int, *, a: float, delta: float,
+               most: int, method: str, sequence: str) -> tuple[float, int]:
+    """(H(m), C(m)) of one cell's open comparisons (module docstring); sigma2: comparison name ->
+    the σ² planned with."""
     need: dict[Arm, float] = {}
     closable = 0
     for c in comps:
-        row = rows[c.name]
-        sd, t = row.get("sigma"), row.get("t") or 0.0
-        if sd is None or not np.isfinite(sd) or t < 2:
+        s2 = sigma2.get(c.name)
+        if s2 is None or not np.isfinite(s2):
             continue
-        b = comparison_sampling(c, beta, sd, method)
-        plan = {"sigma": float(np.sqrt(max(sd**2 - b * (1 - 1 / m), 0.0)))}
+        b = comparison_sampling(c, beta, float(np.sqrt(s2)), method, run_var)
+        plan = {"sigma": float(np.sqrt(max(s2 - b * (1 - 1 / m), 0.0)))}
         seeds = dec.samples_to_close(lambda k: dec.half_width(c, plan, k, a, method, most, 0.0, sequence), delta)
         if seeds > most:
             continue
@@ -109,17 +122,46 @@ def cell_hours(comps: list[dec.Comparison], rows: dict[str, dict], n: dict[Arm, 
     return hours, closable
 
 
+def pooled(comps: list[dec.Comparison], rows: dict[str, dict], method: str,
+           run_var: dict[Arm, float] | None) -> dict[str, float]:
+    """The σ² each of one cell's comparisons is planned with: wave 0 leaves a handful of seeds per
+    arm, too few for one comparison's variance, so planning pools (the sequences never do): paired,
+    the mean σ̂² of the cell's comparisons of the same kind; unpaired, the mean run variance of the
+    cell's arms (else their comparisons' mean)."""
+    usable = [c for c in comps if rows[c.name].get("sigma") is not None and np.isfinite(rows[c.name]["sigma"])
+              and (rows[c.name].get("t") or 0.0) >= 2]
+    by_kind: dict[str, list[float]] = {}
+    for c in usable:
+        by_kind.setdefault(c.kind, []).append(float(rows[c.name]["sigma"]) ** 2)
+    arm_vars = [v for v in (run_var or {}).values() if np.isfinite(v)]
+    out = {}
+    for c in usable:
+        if method != "paired" and arm_vars:
+            out[c.name] = float(np.mean(arm_vars))
+        else:
+            out[c.name] = float(np.mean(by_kind[c.kind]))
+    return out
+
+
 def choose(comps: list[dec.Comparison], rows: list[dict], n: dict[Arm, int], costs: dict[Arm, ArmCost],
            beta: dict[Arm, float], *, alpha: float, delta: float, most: int, method: str = "paired",
-           sequence: str = "t", family: int | None = None, multipliers=MULTIPLIERS) -> dict[tuple[str, str], dict]:
+           sequence: str = "t", family: int | None = None, multipliers=MULTIPLIERS,
+           run_var: dict[Arm, float] | None = None) -> dict[tuple[str, str], dict]:
     """Per (model, task): {"multiplier": m*, "by_multiplier": {m: (H(m), C(m))}} from wave 0's
-    rows (decide.decide's, for sigma and t), seeds per arm n, costs and sampling variances β."""
+    rows (decide.decide's, for sigma and t), seeds per arm n, costs, sampling variances β and the
+    arms' run variances V_a (var of their scores; None: pairing taken to cancel no sampling noise).
+    β and V are pooled over the cell's arms, σ² as `pooled` says."""
     a = alpha / (family or dec.family_size(comps, method))
     by_name = {row["name"]: row for row in rows}
     out = {}
     for cell in sorted({(c.model, c.task) for c in comps}):
         mine = [c for c in comps if (c.model, c.task) == cell and by_name[c.name]["verdict"] == "open"]
-        table = {m: cell_hours(mine, by_name, n, costs, beta, m, a=a, delta=delta, most=most, method=method,
+        arms = {(c.model, c.task, k) for c in mine for k, _ in c.coefs}
+        mean = lambda d: float(np.mean([d[x] for x in arms if x in d and np.isfinite(d[x])] or [np.nan]))  # noqa: E731
+        b_bar = dict.fromkeys(arms, mean(beta) if any(x in beta for x in arms) else 0.0)
+        v_bar = dict.fromkeys(arms, mean(run_var)) if run_var is not None else None
+        sigma2 = pooled(mine, by_name, method, v_bar)
+        table = {m: cell_hours(mine, sigma2, n, costs, b_bar, v_bar, m, a=a, delta=delta, most=most, method=method,
                                sequence=sequence) for m in multipliers}
         per = {m: (h / c if c else np.inf) for m, (h, c) in table.items()}
         best = min(multipliers, key=lambda m: (per[m], m)) if any(np.isfinite(v) for v in per.values()) else 1

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -266,9 +267,11 @@ def choose_design(sweep: reg.Sweep, plan: Plan, comps: list[dec.Comparison], dop
     rows, _ = dec.decide(comps, scores, alpha=dopts.alpha, delta=dopts.delta, method=dopts.method,
                          target=dopts.most_seeds, sequence=dopts.sequence)
     n = {(m, t, k): len(v) for (m, t), arms in scores.items() for k, v in arms.items()}
+    run_var = {(m, t, k): float(np.var(list(v.values()), ddof=1))
+               for (m, t), arms in scores.items() for k, v in arms.items() if len(v) > 1}
     beta, costs = final_evals.design_inputs(sweep)
     choice = eval_design.choose(comps, rows, n, costs, beta, alpha=dopts.alpha, delta=dopts.delta,
-                                most=dopts.most_seeds, method=dopts.method, sequence=dopts.sequence)
+                                most=dopts.most_seeds, method=dopts.method, sequence=dopts.sequence, run_var=run_var)
     for (m, t), c in choice.items():
         best, table = c["multiplier"], c["by_multiplier"]
         cost = lambda x: f"{table[x][0] / table[x][1]:.3g} {sweep.unit} per closable comparison ({table[x][1]})" \
