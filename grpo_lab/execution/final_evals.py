@@ -85,16 +85,23 @@ def run_final_evals(sweep: reg.Sweep, runner: Runner, design: Design, retries: i
             runner.submit(Job(cell.run_id, Path(cell.run.out_dir), f"eval{samples}", cell.run.devices, eval_samples=samples))
         for out in runner.poll(timeout=1.0):
             cell, samples, tries = running.pop(out.job.run_id)
-            if out.status == "finished":
+            if RunDir(cell.run.out_dir).final_eval(samples) is not None:
                 done += 1
                 failed.pop(cell.run_id, None)
             elif tries < retries:
                 todo.append((cell, samples, tries + 1))
             else:
-                failed[cell.run_id] = (out.error or out.status).splitlines()[0]
+                failed[cell.run_id] = _why(out)
     say(f"final evals: {done} done" + (f", {len(failed)} failed (left out until a later wave): "
                                         + "; ".join(f"{rid}: {err}" for rid, err in failed.items()) if failed else ""))
     return failed
+
+
+def _why(out) -> str:
+    """The first line of why an eval-only attempt left no record."""
+    result = RunDir(out.job.run_dir).result(out.job.attempt) or {}
+    why = (result.get("final_eval") or {}).get("error") or out.error or out.status
+    return why.splitlines()[0]
 
 
 def design_inputs(sweep: reg.Sweep) -> tuple[dict, dict]:

@@ -235,9 +235,11 @@ def prepare_dir(run: reg.Run) -> Path:
 
 
 def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: SweepOptions,
-                  on_event: Callable[[str, reg.SweepRun, Outcome | None], None] | None = None) -> SweepResult:
+                  on_event: Callable[[str, reg.SweepRun, Outcome | None], None] | None = None,
+                  design: final_evals.Design | None = None) -> SweepResult:
     """Run every pending cell of `sweep` on `runner` until each is done or out of retries.
-    `on_event(kind, cell, outcome)` is told of "start" and "end" (for progress and tracking)."""
+    `on_event(kind, cell, outcome)` is told of "start" and "end" (for progress and tracking).
+    `design` (--decide's eval design): its runs also make their final eval at the design's K."""
     cells = sorted(sweep.cells, key=lambda c: c.position)
     by_run = {c.run_id: c for c in cells}
     result = SweepResult(sweep.name, {})
@@ -264,7 +266,8 @@ def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
                 running[cell.run_id] = attempt
                 tries[cell.run_id] += 1
                 result.executed.append(cell.run_id)
-                runner.submit(Job(cell.run_id, run_dir, attempt.number, cell.run.devices))
+                runner.submit(Job(cell.run_id, run_dir, attempt.number, cell.run.devices,
+                                  eval_samples=(design or {}).get((cell.model, cell.task))))
                 notify("start", cell, None)
             record_job_ids(session, running, runner)
             for out in runner.poll(timeout=1.0):

@@ -215,12 +215,12 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
     dopts.check_continues(recorded, sweep.name)
     comps = dec.comparisons(plan_arms(plan))
     devices = {c.model: load_card(c.model).gpus for c in plan.cells}
-    design: Design | None = None
+    choose = lambda: choose_design(sweep, plan, comps, dopts, say)  # noqa: E731
+    design = dopts.design(recorded, True, choose) if waves(session, sweep) else None
     while True:
-        execute_sweep(session, sweep, runner, opts, on_event=on_event)
-        if design is None:
-            design = dopts.design(recorded, bool(waves(session, sweep)),
-                                  lambda: choose_design(sweep, plan, comps, dopts, say))
+        execute_sweep(session, sweep, runner, opts, on_event=on_event, design=design)
+        if design is None:  # wave 0 ran: choose once
+            design = dopts.design(recorded, False, choose)
         final_evals.run_final_evals(sweep, runner, design, opts.retries, say)
         scores, seeds, cost = observe(sweep, design)
         hours = totals(sweep, design)["gpu_hours"]

@@ -104,41 +104,14 @@ def train_launched(cfg, run_dir: Path, n: int) -> Summary:
 
 
 def execute(run_dir: str | Path, attempt: int | str, devices: int = 1, eval_samples: int | None = None) -> dict:
-    """The runners' entry point: execute_attempt, preemptible by a signal (module docstring), or
-    with `eval_samples` the eval-only attempt execute_final_eval."""
-    if eval_samples:
-        return execute_final_eval(run_dir, attempt, eval_samples)
+    """The runners' entry point: execute_attempt, preemptible by a signal (module docstring)."""
     with preemptible() as preempt:
-        return execute_attempt(run_dir, attempt, devices, preempt=preempt)
-
-
-def execute_final_eval(run_dir: str | Path, attempt: int | str, samples: int) -> dict:
-    """Evaluate a finished run's final checkpoint again with `samples` completions per problem
-    (trainer/final_eval.py), under the folder's lock. Returns (and writes to run_dir/result-<attempt>
-    .json) {attempt, host, status (finished | failed), error, summary: None, final_eval: {samples,
-    pass@1}, wall_seconds, reused (the record was there already)}. It trains nothing, so a
-    preemption signal simply ends it; the driver asks again."""
-    from grpo_lab.trainer.final_eval import final_eval
-
-    run_dir = Path(run_dir)
-    t0 = time.time()
-    result = {"attempt": attempt, "host": socket.gethostname(), "error": None, "summary": None}
-    with locked(run_dir):
-        result["reused"] = RunDir(run_dir).final_eval(samples) is not None
-        try:
-            record = final_eval(run_dir, samples)
-            result["status"] = "finished"
-            result["final_eval"] = {"samples": samples, "pass@1": record["metrics"].get("eval/pass@1")}
-        except Exception as exc:  # reported to the driver, which records it and asks again later
-            result["status"] = "failed"
-            result["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
-        result["wall_seconds"] = time.time() - t0
-        RunDir(run_dir).write_result(attempt, result)
-    return result
+        return execute_attempt(run_dir, attempt, devices, preempt=preempt, final_samples=eval_samples)
 
 
 def execute_attempt(run_dir: str | Path, attempt: int, devices: int = 1, on_step: OnStep | None = None,
-                    preempt: Callable[[], bool] | None = None, ends: Ends | None = None) -> dict:
+                    preempt: Callable[[], bool] | None = None, ends: Ends | None = None,
+                    final_samples: int | None = None) -> dict:
     """Run attempt `attempt` of the run whose resolved config is run_dir/config.json on `devices`
     GPUs (the runner has made them visible). Returns (and writes to run_dir/result-<attempt>.json)
     {attempt, host, status, error, summary (its JSON form), wall_seconds, reused} and start_step
@@ -146,7 +119,11 @@ def execute_attempt(run_dir: str | Path, attempt: int, devices: int = 1, on_step
 
     status is finished, stopped (an alarm in stop_on ended it), failed, preempted (`preempt()`
     turned true: checkpointed, to be resumed), or what `ends` maps an exception raised during
-    training (by `on_step`, say) to: such an attempt ended as its caller meant, not by a fault."""
+    training (by `on_step`, say) to: such an attempt ended as its caller meant, not by a fault.
+    `final_samples` (the sweep's eval design): the final policy is evaluated again with that many
+    completions per problem (trainer/final_eval.py): at the end of training, in its process, or
+    from the final checkpoint of a run finished before (the eval-only attempt the driver asks for);
+    result["final_eval"] says how that went, and its failure does not fail a finished run."""
     from grpo_lab.trainer.grpo import Preempted
 
     ends = {Preempted: "preempted", **(ends or {})}
@@ -158,7 +135,9 @@ def execute_attempt(run_dir: str | Path, attempt: int, devices: int = 1, on_step
         try:
             summary = reused = finished_summary(run_dir)
             if summary is None:
-                summary = _train(run_dir, t0, result, devices, on_step, preempt)
+                summary = _train(run_dir, t0, result, devices, on_step, preempt, final_samples)
+            if final_samples:
+                result["final_eval"] = _final_eval(run_dir, final_samples)
             result["summary"] = summary.model_dump(mode="json")
             result["status"] = "stopped" if summary.stopped else "finished"
         except Exception as exc:  # reported to the caller, which records it and may retry
@@ -173,8 +152,20 @@ def execute_attempt(run_dir: str | Path, attempt: int, devices: int = 1, on_step
     return result
 
 
+def _final_eval(run_dir: Path, samples: int) -> dict:
+    """{samples, pass@1, reused (the record was there before this attempt)} or {samples, error}."""
+    from grpo_lab.trainer.final_eval import final_eval
+
+    had = RunDir(run_dir).final_eval(samples) is not None
+    try:
+        record = final_eval(run_dir, samples)
+    except Exception as exc:  # the driver asks again next wave; the trained run stays finished
+        return {"samples": samples, "error": f"{type(exc).__name__}: {exc}"}
+    return {"samples": samples, "pass@1": record["metrics"].get("eval/pass@1"), "reused": had}
+
+
 def _train(run_dir: Path, t0: float, result: dict, devices: int, on_step: OnStep | None,
-           preempt: Callable[[], bool] | None) -> Summary:
+           preempt: Callable[[], bool] | None, final_samples: int | None = None) -> Summary:
     """Train (or resume) the run in run_dir: in this process with a heartbeat after every step,
     or as a data-parallel run under torchrun (which reports no steps to this process)."""
     from grpo_lab.trainer.grpo import Preempted, train
@@ -199,7 +190,7 @@ def _train(run_dir: Path, t0: float, result: dict, devices: int, on_step: OnStep
         if on_step is not None:
             on_step(step, metrics)
 
-    return train(cfg, run_dir, on_step=step_done, preempt=preempt)
+    return train(cfg, run_dir, on_step=step_done, preempt=preempt, final_samples=final_samples)
 
 
 if __name__ == "__main__":  # python -m grpo_lab.execution.worker RUN_DIR ATTEMPT DEVICES [EVAL_SAMPLES]

@@ -4,7 +4,9 @@ eval-only attempt that `--decide`'s eval design (analysis/eval_design.py) asks f
 The completions are fresh (their own sampling stream, not the run's last eval extended), the
 problems are the run's own test problems, and the stream is the same for every run of a sweep, so
 arms sharing a seed index still share prompts and sampling seeds (common random numbers). The
-record (RunDir.final_eval) holds the metrics, per-problem rows and the device-hours it cost.
+record (RunDir.final_eval) holds the metrics, per-problem rows and the device-hours it cost. A run
+that trains after the design was chosen is evaluated so at the end of its own attempt
+(final_eval_in_run: no second model load); a finished one by an eval-only attempt (final_eval).
 """
 
 from __future__ import annotations
@@ -20,6 +22,34 @@ from grpo_lab.trainer.evaluate import evaluate
 from grpo_lab.trainer.setup import EVAL_SEED, build_policy, eval_problems
 
 FINAL_EVAL_SEED = EVAL_SEED + 7_919_000  # apart from every in-training eval's stream (EVAL_SEED + step)
+
+
+def measure(cfg: RunConfig, engine, codec, tasks: dict, samples: int) -> tuple[dict, list]:
+    """(metrics, per-problem rows) of the policy behind `engine` on the run's test problems with
+    `samples` fresh completions each, from the sweep-wide stream FINAL_EVAL_SEED."""
+    eval_cfg = cfg.eval.model_copy(update={"samples": samples, "k": [k for k in cfg.eval.k if k <= samples],
+                                           "log_completions": 0})
+    metrics, _, rows = evaluate(engine, codec, tasks, eval_problems(cfg, tasks), eval_cfg,
+                                cfg.sampling.max_new_tokens, seed=FINAL_EVAL_SEED)
+    return metrics, rows
+
+
+def write_record(folder: RunDir, samples: int, step: int, metrics: dict, rows: list, wall: float, devices: int,
+                 in_attempt: bool) -> dict:
+    """The record; `in_attempt`: made by the training attempt itself, whose hours already hold it
+    (device_hours is then 0: the sweep's books count each hour once)."""
+    record = {"samples": samples, "step": step, "metrics": metrics, "rows": rows, "wall_seconds": wall,
+              "devices": devices, "device_hours": 0.0 if in_attempt else wall * devices / 3600,
+              "in_attempt": in_attempt}
+    folder.write_final_eval(samples, record)
+    return record
+
+
+def final_eval_in_run(run, out_dir: Path, samples: int, step: int) -> dict:
+    """At the end of training, in the training process: the policy is in memory, so no setup."""
+    t0 = time.perf_counter()
+    metrics, rows = measure(run.cfg, run.engine, run.codec, run.tasks, samples)
+    return write_record(RunDir(out_dir), samples, step, metrics, rows, time.perf_counter() - t0, run.devices, True)
 
 
 def final_eval(run_dir: str | Path, samples: int) -> dict:
@@ -45,13 +75,6 @@ def final_eval(run_dir: str | Path, samples: int) -> dict:
     policy.eval()
     engine = make_engine(cfg.engine, policy, codec, cfg)
     engine.sync_weights(policy)
-    eval_cfg = cfg.eval.model_copy(update={"samples": samples, "k": [k for k in cfg.eval.k if k <= samples],
-                                           "log_completions": 0})
-    metrics, _, rows = evaluate(engine, codec, tasks, eval_problems(cfg, tasks), eval_cfg,
-                                cfg.sampling.max_new_tokens, seed=FINAL_EVAL_SEED)
-    wall = time.perf_counter() - t0
+    metrics, rows = measure(cfg, engine, codec, tasks, samples)
     devices = card.gpus if device.type == "cuda" else 1
-    record = {"samples": samples, "step": state["next_step"], "metrics": metrics, "rows": rows,
-              "wall_seconds": wall, "devices": devices, "device_hours": wall * devices / 3600}
-    folder.write_final_eval(samples, record)
-    return record
+    return write_record(folder, samples, state["next_step"], metrics, rows, time.perf_counter() - t0, devices, False)

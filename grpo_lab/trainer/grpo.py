@@ -7,7 +7,6 @@ summary.json. The math lives in advantages.py, loss.py and schedules.py.
 
 from __future__ import annotations
 
-import json
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +17,7 @@ from grpo_lab.rundir import RunDir, Summary
 from grpo_lab.rollout.base import Rollout
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.trainer import checkpoint
+from grpo_lab.trainer.final_eval import final_eval_in_run
 from grpo_lab.trainer.advantages import compute_advantages
 from grpo_lab.trainer.alarms import AlarmMonitor, repetition_rate
 from grpo_lab.trainer.batch import build_batch, forwarded_tokens, token_logprobs
@@ -250,11 +250,12 @@ class Preempted(Exception):
         self.next_step = next_step
 
 
-def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None) -> Summary:
+def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_samples: int | None = None) -> Summary:
     """Run (or resume) one GRPO run; returns the summary also written to out_dir/summary.json.
 
     A step on which an alarm kind listed in `alarms.stop_on` fires is logged and checkpointed,
-    then the run ends. When `preempt()` is true after a step (a signal the worker caught), the
+    then the run ends. `final_samples`: the sweep's eval design asks for the final policy's eval
+    with that many completions per problem too (trainer/final_eval.py). When `preempt()` is true after a step (a signal the worker caught), the
     run checkpoints there and raises Preempted: steps are the unit that resumes bit-identically. Wall and phase seconds are carried over from the checkpoint of an earlier
     attempt, so the summary's device-hours cover the whole run (minus work lost after the last
     checkpoint of a killed attempt, which neither counts)."""
@@ -276,8 +277,9 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None) -> Summary:
             run.base_eval, _ = run.evaluate(-1, out_dir)
     log = checkpoint.MetricsLog(folder, keep_below=run.start_step)
     monitor = AlarmMonitor(cfg.alarms, out_dir, run.start_step)
-    stop = None
+    stop, trained = None, run.start_step
     for step in range(run.start_step, cfg.steps):
+        trained = step + 1
         metrics = train_step(run, step, timer)
         if (step + 1) % cfg.eval.every == 0 or step + 1 == cfg.steps:
             with timer("eval"):
@@ -306,5 +308,7 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None) -> Summary:
                 log.examples(step, examples)
             break
     summary = run.summary(timer.total, wall(), stop, monitor.counts)
+    if final_samples and run.backend.rank == 0:  # before the summary: a finished run has its record
+        final_eval_in_run(run, out_dir, final_samples, trained)
     folder.write_summary(summary)
     return summary

@@ -24,8 +24,9 @@ class Job:
     run_dir: Path
     attempt: int | str  # the registry's attempt number; eval<K> for an eval-only attempt
     devices: int  # GPUs the run needs on a GPU machine (its model card's `gpus`)
-    # set: evaluate the finished run's final checkpoint again with this many completions per
-    # problem instead of training (worker.execute_final_eval)
+    # the sweep's eval design for this run: a finished run's final checkpoint is evaluated again
+    # with this many completions per problem (worker.execute_final_eval); a run that trains is
+    # evaluated so at the end of its attempt
     eval_samples: int | None = None
 
 
