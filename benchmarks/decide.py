@@ -215,12 +215,23 @@ def costs(y: dict) -> dict:
 
 
 def sweep(comps, y, method: str, wave: int, delta: float, cap: float, most: int, rng
-          ) -> tuple[list[dict], float, int, dict]:
-    """One --decide run on simulated scores: (rows, core-hours, runs, the design's m per cell).
-    `rng` draws the re-evals' sampling noise."""
+          ) -> tuple[list[dict], float, int, dict, list]:
+    """One --decide run on simulated scores: (rows, core-hours, runs, the design's m per cell,
+    [(core-h spent, share decided)] after each wave). `rng` draws the re-evals' sampling noise."""
     arm_cost = costs(y)
     cost = {arm: c.train for arm, c in arm_cost.items()}
     n = dict.fromkeys(cost, 2)
+    first = dict(n)
+    path: list[tuple[float, float]] = []  # (core-h spent, share decided) after every wave
+
+    def spent(seeds: dict) -> float:
+        """Core-h of `seeds` runs per arm: training, the first wave's eval-only re-evals, the
+        later seeds' evals at m in their own attempts."""
+        m = lambda arm: (design or {}).get(arm[:2], 1)  # noqa: E731
+        return HOURS_PER_RUN * sum(c.train * seeds[arm] + first[arm] * c.reeval(m(arm))
+                                   + (seeds[arm] - first[arm]) * (c.new_seed(m(arm)) - c.train)
+                                   for arm, c in arm_cost.items())
+
     sequence, pairing, *rest = method.split("-") if method != "old" else ("old", "")
     design: dict | None = None if rest == ["design"] else {}
     scores_of = {cell: {k: v["scores"] for k, v in arms.items()} for cell, arms in y.items()}
@@ -239,12 +250,15 @@ def sweep(comps, y, method: str, wave: int, delta: float, cap: float, most: int,
             # is evaluated again and the wave decided on those scores
             beta = {(mo, t, k): v["sampling"][0] ** 2 + v["sampling"][1] ** 2  # a run's binomial variance
                     for (mo, t), arms in y.items() for k, v in arms.items()}
+            run_var = {(mo, t, k): float(np.var(v[:n[(mo, t, k)]], ddof=1))
+                       for (mo, t), arms in scores_of.items() for k, v in arms.items()}
             chosen = ed.choose(comps, rows, n, arm_cost, beta, alpha=ALPHA, delta=delta, most=most,
-                               method=pairing, sequence=sequence)
+                               method=pairing, sequence=sequence, run_var=run_var)
             design = {cell: d["multiplier"] for cell, d in chosen.items()}
             scores_of = reevaluate(y, design, rng)
-            cost = {arm: c.train + c.reeval(design.get(arm[:2], 1)) for arm, c in arm_cost.items()}  # a new seed's
+            cost = {arm: c.new_seed(design.get(arm[:2], 1)) for arm, c in arm_cost.items()}
             continue
+        path.append((spent(n), float(np.mean([r["verdict"] != "open" for r in rows]))))
         runs = sum(n.values())
         slots = min(wave, int(cap * len(n)) - runs)
         if all(r["verdict"] != "open" for r in rows) or slots <= 0:
@@ -259,8 +273,7 @@ def sweep(comps, y, method: str, wave: int, delta: float, cap: float, most: int,
             break
         for arm, k in added.items():
             n[arm] += k
-    units = sum((c.train + c.reeval(design.get(arm[:2], 1))) * n[arm] for arm, c in arm_cost.items())
-    return rows, HOURS_PER_RUN * units, runs, design
+    return rows, spent(n), runs, design, path
 
 
 def score(rows, theta: np.ndarray, delta: float) -> dict:
@@ -286,8 +299,9 @@ def main() -> None:
                     help="old, or SEQUENCE-PAIRING with SEQUENCE t|betting and PAIRING paired|unpaired")
     args = ap.parse_args()
     table = Table(title=f"--decide methods, {args.reps} replicates, δ = {args.delta}, FWER α = {ALPHA}")
-    cols = ("scenario", "noise", "cap", "method", "runs", "core-h", "decided", "per core-h", "recall", "false sig",
-            "false equiv", "m code/math/logic", "s")
+    cols = ("scenario", "noise", "cap", "method", "runs", "core-h", "decided", "per core-h", "at old's core-h",
+            "recall", "false sig", "false equiv", "m code/math/logic", "s")
+    old_hours: dict = {}  # (scenario, noise, cap, replicate) -> core-h the old method spent there
     for col in cols:
         table.add_column(col, justify="left" if col in ("scenario", "method") else "right", no_wrap=True)
     for scenario in args.scenarios:
@@ -301,13 +315,18 @@ def main() -> None:
                     rng, t0, acc = np.random.default_rng(0), time.perf_counter(), []
                     for rep in range(args.reps):
                         y = draw(mu, scale, scenario == "hetero", most, rng)
-                        rows, hours, runs, design = sweep(comps, y, method, args.wave, args.delta, cap, most,
-                                                          np.random.default_rng([1, rep]))
+                        rows, hours, runs, design, path = sweep(comps, y, method, args.wave, args.delta, cap, most,
+                                                                np.random.default_rng([1, rep]))
+                        if method == "old":
+                            old_hours[(scenario, scale, cap, rep)] = hours
+                        at = old_hours.get((scenario, scale, cap, rep))
                         acc.append({**score(rows, theta, args.delta), "hours": hours, "runs": runs,
+                                    "at_old": max([d for h, d in path if h <= at + 1e-9] or [0.0]) if at else np.nan,
                                     **{f"m_{t}": design.get(("sim", t), 1) for t in SD}})
                     m = {k: np.mean([a[k] for a in acc]) for k in acc[0]}
                     row = [scenario, f"{scale:g}", f"{cap:g}", method, f"{m['runs']:.0f}", f"{m['hours']:.2f}",
-                           f"{m['decided']:.1%}", f"{m['decided'] / m['hours']:.1%}", f"{m['recall']:.1%}",
+                           f"{m['decided']:.1%}", f"{m['decided'] / m['hours']:.1%}",
+                           "-" if np.isnan(m["at_old"]) else f"{m['at_old']:.1%}", f"{m['recall']:.1%}",
                            f"{m['false_sig']:.1%}", f"{m['false_equiv']:.1%}",
                            "/".join(f"{m[f'm_{t}']:.1f}" for t in SD), f"{time.perf_counter() - t0:.0f}"]
                     print(*row, sep="\t", flush=True)  # a long run shows its rows as they come

@@ -18,13 +18,13 @@ arms' run variances V_a that pairing leaves (paired; comparison_sampling says wh
 
 Planning pools over the cell (`pooled`: wave 0 has a few seeds per arm); the sequences never do.
 
-Costs per arm a: a new seed trains (t_a) and, at m > 1, is evaluated again, r_a(m) = s_a + m·e_a
-(starting the eval, plus m times the run's own final eval); at m > 1 each seed it already has is
-evaluated again once. With N_c(m) the seeds per arm c needs at σ(m) to show a null ±δ-equivalent
+Costs per arm a: at m > 1 each seed it already has is evaluated again once by an eval-only
+attempt, r_a(m) = s_a + m·e_a (starting it, plus m times the run's own final eval); a new seed
+trains (t_a) and makes the eval at m at the end of its own attempt, t_a + m·e_a. With N_c(m) the seeds per arm c needs at σ(m) to show a null ±δ-equivalent
 (its sequence's half-width at θ = 0 reaching δ: the design reads the noise, never an effect; a
 real effect closes sooner either way), the cell costs
 
-    H(m) = Σ_a n_a·r_a(m)·[m > 1] + max(N_a(m) − n_a, 0)·(t_a + r_a(m)·[m > 1])
+    H(m) = Σ_a n_a·r_a(m)·[m > 1] + max(N_a(m) − n_a, 0)·(t_a + m·e_a·[m > 1])
     N_a(m) = max N_c(m) over the comparisons c ∋ a that close within the seed cap
 
 and m* minimises H(m) / C(m), C(m) those comparisons (ties: the smaller m). One m per (model,
@@ -56,8 +56,14 @@ class ArmCost:
     setup: float  # starting an eval-only attempt (loading the model, building the engine)
 
     def reeval(self, m: int) -> float:
-        """r_a(m): one final eval again with m times the completions (0 at m = 1: none is made)."""
+        """r_a(m): a finished run's final eval again with m times the completions, an eval-only
+        attempt (0 at m = 1: none is made)."""
         return self.setup + m * self.eval if m > 1 else 0.0
+
+    def new_seed(self, m: int) -> float:
+        """A seed added after the choice: it trains, then makes the eval at m in its own process
+        (no setup of its own)."""
+        return self.train + (m * self.eval if m > 1 else 0.0)
 
 
 def sampling_var(rows: list[dict]) -> float:
@@ -117,8 +123,7 @@ def cell_hours(comps: list[dec.Comparison], sigma2: dict[str, float], n: dict[Ar
     hours = 0.0
     for arm in arms:
         cost = costs[arm]
-        hours += n.get(arm, 0) * cost.reeval(m) + max(need.get(arm, 0.0) - n.get(arm, 0), 0.0) * (
-            cost.train + cost.reeval(m))
+        hours += n.get(arm, 0) * cost.reeval(m) + max(need.get(arm, 0.0) - n.get(arm, 0), 0.0) * cost.new_seed(m)
     return hours, closable
 
 

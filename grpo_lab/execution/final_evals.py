@@ -71,6 +71,7 @@ def run_final_evals(sweep: reg.Sweep, runner: Runner, design: Design, retries: i
     1 + retries times. Returns {run id: error} of those still without a record (their runs are
     left out of the verdicts until a later wave evaluates them)."""
     todo = [(cell, samples, 0) for cell, samples in pending(sweep, design)]
+    total = len(todo)
     if not todo:
         return {}
     say(f"final evals: {len(todo)} finished run(s) evaluated again at "
@@ -88,6 +89,8 @@ def run_final_evals(sweep: reg.Sweep, runner: Runner, design: Design, retries: i
             if RunDir(cell.run.out_dir).final_eval(samples) is not None:
                 done += 1
                 failed.pop(cell.run_id, None)
+                if done % 10 == 0 and done < total:  # long batches (wave 0) show their progress
+                    say(f"final evals: {done}/{total} done")
             elif tries < retries:
                 todo.append((cell, samples, tries + 1))
             else:

@@ -103,6 +103,8 @@ def test_reeval_costs_nothing_at_one_and_setup_plus_m_evals_above():
     assert cost.reeval(1) == 0.0
     assert cost.reeval(4) == pytest.approx(0.2 + 4 * 0.03)
     assert cost.reeval(16) == pytest.approx(0.2 + 16 * 0.03)
+    # a seed added later evaluates in its own training process: no setup
+    assert cost.new_seed(1) == 1.0 and cost.new_seed(4) == pytest.approx(1.0 + 4 * 0.03)
 
 
 # -- choose ---------------------------------------------------------------------------------------
@@ -114,10 +116,12 @@ def test_without_sampling_noise_the_design_keeps_one_and_re_evals_only_add_cost(
     assert set(table) == set(ed.MULTIPLIERS)
     h1, c1 = table[1]
     assert c1 == 4 and h1 > 0
-    # σ(m) = σ at every m, so every arm needs the same N seeds: H(m) = H(1) + 4 arms · N · r(m)
+    # σ(m) = σ at every m, so every arm needs the same N seeds: H(m) = H(1) + 4 arms · (the 3
+    # seeds it has evaluated again + the N − 3 new ones evaluating at m in their own attempts)
     need = 3 + h1 / 4
     for m in ed.MULTIPLIERS[1:]:
-        assert table[m] == (pytest.approx(h1 + 4 * need * CHEAP.reeval(m)), 4)
+        extra = 3 * CHEAP.reeval(m) + (need - 3) * m * CHEAP.eval
+        assert table[m] == (pytest.approx(h1 + 4 * extra), 4)
 
 
 def test_sampling_dominated_noise_and_a_cheap_eval_pick_more_completions():
