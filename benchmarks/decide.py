@@ -43,19 +43,19 @@ All start at 2 seeds per arm and add waves of --wave runs until nothing is open,
 or the arms average --caps seeds.
 
 Columns: runs, core-h (mean per replicate); decided = share of the 42 comparisons with a verdict;
-per core-h = decided / core-h; recall = share of |θ| ≥ δ found with the right sign; false sig =
+per core-h = decided / core-h; at old's core-h = the share decided by the time the method had spent
+what old spent on the same replicate (old must come first in --methods); recall = share of |θ| ≥ δ found with the right sign; false sig =
 share of replicates with a θ = 0 comparison called significant or a wrong sign (family-wise);
 false equiv = share of replicates calling a |θ| ≥ δ comparison equivalent; m code/math/logic =
 the design's mean multiplier per task (1 without a design). runs counts training runs; core-h
 includes the re-evals.
 
-Measured with the design (--reps 30 --noise 1 2.6 --caps 32 --methods old t-paired t-paired-design):
-it takes m ≈ 1.7 / 5-7 / 7 (code / math / logic) at 1x noise and 3 / 5-7.5 / 9-9.5 at 2.6x, and
-decides 0.5-3.7 points more of the comparisons (null 2.6x: 32.7% vs 29.0%), but spends as much or
-more (at 2.6x 16-40% more core-h: the re-evals, each paying an eval-only setup, and the seeds of
-the comparisons it makes closable), so decisions per core-h are level or lower at 1x (8.3 / 7.2 /
-6.7% vs 8.6 / 7.2 / 6.7%, planted / null / hetero) and lower at 2.6x (3.6 / 3.1 / 3.1% vs 4.0 /
-3.8 / 3.5%); no false significant or false equivalent in either.
+Measured (--reps 30 --noise 1 2.6 --caps 32 --methods old t-paired t-paired-design, 2026-12-02;
+docs/results.md has the table): the design takes m ≈ 1 / 4.4-5.9 / 5.5-8 (code / math / logic) and
+decides 0.5-4 points more than t-paired (null 2.6x: 33.1% vs 29.0%) at about its core-h (new seeds
+make their eval at m in their own attempt; only wave 0's runs pay an eval-only model load); at the
+old method's core-h t-paired decides 0.85-0.99x of what the old method does, the design 0.88-1.01x;
+the design made no false equivalent and one false significant (null 2.6x, 1 of 30).
 """
 
 from __future__ import annotations
