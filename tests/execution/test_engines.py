@@ -8,7 +8,9 @@ import pytest
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners import load_profile, make_runner
 from grpo_lab.execution.runners.base import SlurmOptions
+from grpo_lab.execution.final_evals import run_final_evals
 from grpo_lab.execution.sweep import SweepOptions, execute_sweep, open_sweep, plan_for
+from grpo_lab.rundir import RunDir
 from grpo_lab.util.yamlio import ConfigError
 from tests.execution.sweeps import write_matrix
 
@@ -23,9 +25,12 @@ def run_sweep_on(runner, tmp_path):
     sweep = open_sweep(session, plan, matrix, opts, env={})
     try:
         result = execute_sweep(session, sweep, runner, opts)
+        # --decide's eval-only attempts on the same engine: every finished run evaluated again
+        failed = run_final_evals(sweep, runner, {(c.model, c.task): 4 for c in sweep.cells}, say=lambda s: None)
     finally:
         runner.close()
     assert result.counts["finished"] == 2, [c.run.error for c in sweep.cells]
+    assert failed == {} and all(RunDir(c.run.out_dir).final_eval(4)["samples"] == 4 for c in sweep.cells)
     for cell in sweep.cells:
         assert json.loads((Path(cell.run.out_dir) / "summary.json").read_text())["run_id"] == cell.run_id
         assert cell.run.attempts[-1].runner == runner.name

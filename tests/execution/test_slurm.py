@@ -17,8 +17,10 @@ import pytest
 
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.runners.base import SlurmOptions
+from grpo_lab.execution.final_evals import run_final_evals
 from grpo_lab.execution.runners.slurm import SlurmRunner
 from grpo_lab.execution.sweep import SweepOptions, execute_sweep, open_sweep, plan_for
+from grpo_lab.rundir import RunDir
 from tests.execution.sweeps import write_matrix
 
 pytestmark = pytest.mark.slow
@@ -54,9 +56,12 @@ def test_four_cell_job_array_finishes(slurm, tmp_path):
     runner = SlurmRunner(options(array=True), opts.workspace, slots=4)
     try:
         result = execute_sweep(session, sweep, runner, opts)
+        # --decide's eval-only attempts, as one more array on the cluster
+        failed = run_final_evals(sweep, runner, {(c.model, c.task): 4 for c in sweep.cells}, say=lambda s: None)
     finally:
         runner.close()
     assert result.counts["finished"] == 4, [c.run.error for c in sweep.cells]
+    assert failed == {} and all(RunDir(c.run.out_dir).final_eval(4) is not None for c in sweep.cells)
     job_ids = [c.run.attempts[-1].job_id for c in sweep.cells]
     assert len({j.split("_")[0] for j in job_ids}) == 1 and len(set(job_ids)) == 4  # one array, a task per run
     ended = slurm.completed()
