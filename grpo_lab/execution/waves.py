@@ -76,7 +76,8 @@ class DecideOptions:
                 raise ConfigError(f"decide.{key}: {getattr(out, key)!r} is not one of {', '.join(choices)}")
         number = (int, float)
         es = out.eval_samples
-        ok = {"eval_samples": es is None or es == "auto" or (isinstance(es, int) and not isinstance(es, bool) and es >= 1),"delta": isinstance(out.delta, number) and 0 < out.delta < 1,
+        ok = {"eval_samples": es is None or es == "auto" or (isinstance(es, int) and not isinstance(es, bool) and es >= 1),
+              "delta": isinstance(out.delta, number) and 0 < out.delta < 1,
               "alpha": isinstance(out.alpha, number) and 0 < out.alpha < 1,
               "most_seeds": isinstance(out.most_seeds, int) and out.most_seeds >= 2,
               "wave": out.wave is None or (isinstance(out.wave, int) and out.wave >= 1),
@@ -102,7 +103,6 @@ class DecideOptions:
             raise ConfigError(f"sweep '{sweep}': its --decide waves so far ran with other statistics ({diff}); "
                               "rerun with the recorded values (the report's Reproduce line has them) or give "
                               "the sweep a new --name")
-
 
     def design(self, recorded: dict | None, started: bool, choose: Callable[[], Design]) -> Design:
         """The eval design the waves use: the one recorded with them (none for waves recorded
@@ -274,8 +274,12 @@ def choose_design(sweep: reg.Sweep, plan: Plan, comps: list[dec.Comparison], dop
                                 most=dopts.most_seeds, method=dopts.method, sequence=dopts.sequence, run_var=run_var)
     for (m, t), c in choice.items():
         best, table = c["multiplier"], c["by_multiplier"]
-        cost = lambda x: f"{table[x][0] / table[x][1]:.3g} {sweep.unit} per closable comparison ({table[x][1]})" \
-            if table[x][1] else "nothing closable"  # noqa: E731
+
+        def cost(x: int) -> str:
+            hours, closable = table[x]
+            return f"{hours / closable:.3g} {sweep.unit} per closable comparison ({closable})" if closable \
+                else "nothing closable"
+
         say(f"eval design {m}/{t}: final evals at {best * own[(m, t)]} completions per problem (x{best}): "
             f"{cost(best)}; x1: {cost(1)}")
     return {cell: c["multiplier"] * own[cell] for cell, c in choice.items() if c["multiplier"] > 1}
