@@ -257,6 +257,7 @@ def sweep(comps, y, method: str, wave: int, delta: float, cap: float, most: int,
             design = {cell: d["multiplier"] for cell, d in chosen.items()}
             scores_of = reevaluate(y, design, rng)
             cost = {arm: c.new_seed(design.get(arm[:2], 1)) for arm, c in arm_cost.items()}
+            previous = None  # as in --decide: wave 0's rows at m = 1 were planning only
             continue
         path.append((spent(n), float(np.mean([r["verdict"] != "open" for r in rows]))))
         runs = sum(n.values())

@@ -13,7 +13,7 @@ Its file names and its readers live here; nobody else opens these files by name.
     heartbeat.json     the worker's progress after every step (attempt, started, updated, step, steps)
     result-<n>.json    what attempt n's worker reported (status, error, summary, wall seconds, host);
                        an eval-only attempt's n is eval<K>
-    attempt-<n>.log    attempt n's output (local runner)
+    attempt-<n>.log    attempt n's output (local runner; eval<K> for an eval-only attempt)
     checkpoint.pt      the latest checkpoint (trainer/checkpoint.py)
     .lock              held by the attempt running in the folder
 

@@ -18,7 +18,6 @@ from grpo_lab.execution.runners.base import Outcome
 from grpo_lab.rundir import RunDir, Summary
 from grpo_lab.spec.budget import fmt_hours
 from grpo_lab.spec.plan import Plan
-from grpo_lab.util.files import read_json
 from grpo_lab.spec.arm import Arm, arm_label
 
 STYLE = {"finished": "green", "stopped": "yellow", "failed": "red", "running": "cyan", "pending": "dim",
@@ -152,11 +151,14 @@ def sweeps_table(session, sweeps: list[reg.Sweep]) -> Table:
         table.add_column(s, justify="right")
     table.add_column("hours", justify="right")
     table.add_column("wasted", justify="right")
+    from grpo_lab.execution.sweep import totals
+    from grpo_lab.execution.waves import recorded_design  # the --decide stack, only for `status`'s table
+
     for sweep in sweeps:
         n = reg.counts(session, sweep)
-        runs = [c.run for c in sweep.cells]
-        table.add_row(sweep.name, *(str(n[s]) for s in reg.STATUSES), f"{sum(r.gpu_hours for r in runs):.3g}",
-                      f"{sum(r.wasted_gpu_hours for r in runs):.3g}")
+        books = totals(sweep, recorded_design(session, sweep))  # eval-only attempts of --decide's design too
+        table.add_row(sweep.name, *(str(n[s]) for s in reg.STATUSES), f"{books['gpu_hours']:.3g}",
+                      f"{books['wasted_gpu_hours']:.3g}")
     return table
 
 

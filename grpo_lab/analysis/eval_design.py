@@ -151,24 +151,35 @@ def pooled(comps: list[dec.Comparison], rows: dict[str, dict], method: str,
 def choose(comps: list[dec.Comparison], rows: list[dict], n: dict[Arm, int], costs: dict[Arm, ArmCost],
            beta: dict[Arm, float], *, alpha: float, delta: float, most: int, method: str = "paired",
            sequence: str = "t", family: int | None = None, multipliers=MULTIPLIERS,
-           run_var: dict[Arm, float] | None = None) -> dict[tuple[str, str], dict]:
+           run_var: dict[Arm, float] | None = None, budget_left: float | None = None) -> dict[tuple[str, str], dict]:
     """Per (model, task): {"multiplier": m*, "by_multiplier": {m: (H(m), C(m))}} from wave 0's
-    rows (decide.decide's, for sigma and t), seeds per arm n, costs, sampling variances β and the
-    arms' run variances V_a (var of their scores; None: pairing taken to cancel no sampling noise).
-    β and V are pooled over the cell's arms, σ² as `pooled` says."""
+    rows (decide.decide's, for sigma and t; their verdicts are not read: every comparison of the
+    cell is planned, so no effect can steer m), seeds per arm n, costs (an arm without any: the
+    cell's mean), sampling variances β and the arms' run variances V_a (var of their scores; None:
+    pairing taken to cancel no sampling noise). β and V are pooled over the cell's arms, σ² as
+    `pooled` says. An m whose re-evals of the seeds there now cost more than `budget_left` (all
+    cells' together) is not taken."""
     a = alpha / (family or dec.family_size(comps, method))
     by_name = {row["name"]: row for row in rows}
     out = {}
     for cell in sorted({(c.model, c.task) for c in comps}):
-        mine = [c for c in comps if (c.model, c.task) == cell and by_name[c.name]["verdict"] == "open"]
+        mine = [c for c in comps if (c.model, c.task) == cell]
         arms = {(c.model, c.task, k) for c in mine for k, _ in c.coefs}
         mean = lambda d: float(np.mean([d[x] for x in arms if x in d and np.isfinite(d[x])] or [np.nan]))  # noqa: E731
         b_bar = dict.fromkeys(arms, mean(beta) if any(x in beta for x in arms) else 0.0)
         v_bar = dict.fromkeys(arms, mean(run_var)) if run_var is not None else None
+        known = [costs[x] for x in arms if x in costs]
+        if not known:
+            out[cell] = {"multiplier": 1, "by_multiplier": {}}
+            continue
+        fill = ArmCost(*np.mean([[c.train, c.eval, c.setup] for c in known], axis=0).tolist())
+        cell_costs = {x: costs.get(x, fill) for x in arms}
         sigma2 = pooled(mine, by_name, method, v_bar)
-        table = {m: cell_hours(mine, sigma2, n, costs, b_bar, v_bar, m, a=a, delta=delta, most=most, method=method,
-                               sequence=sequence) for m in multipliers}
-        per = {m: (h / c if c else np.inf) for m, (h, c) in table.items()}
+        table = {m: cell_hours(mine, sigma2, n, cell_costs, b_bar, v_bar, m, a=a, delta=delta, most=most,
+                               method=method, sequence=sequence) for m in multipliers}
+        affordable = {m for m in multipliers if budget_left is None
+                      or sum(n.get(x, 0) * cell_costs[x].reeval(m) for x in arms) <= budget_left}
+        per = {m: (h / c if c and m in affordable else np.inf) for m, (h, c) in table.items()}
         best = min(multipliers, key=lambda m: (per[m], m)) if any(np.isfinite(v) for v in per.values()) else 1
         out[cell] = {"multiplier": int(best), "by_multiplier": table}
     return out

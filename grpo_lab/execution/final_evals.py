@@ -26,17 +26,17 @@ from grpo_lab.spec.arm import arm_key
 Design = dict[tuple[str, str], int]  # (model, task) -> completions per problem of the final eval
 
 
-def score(cell: reg.SweepRun, summary: Summary, design: Design) -> tuple[float, float] | None:
-    """(pass@1 the comparisons see, device-hours of its re-eval) of a finished cell: the record at
-    its cell's K under a design, else the run's own final eval; None when that is not there yet."""
+def score(cell: reg.SweepRun, summary: Summary, design: Design) -> float | None:
+    """The pass@1 the comparisons see of a finished cell: the record at its cell's K under a
+    design, else the run's own final eval; None when that is not there yet."""
     samples = design.get((cell.model, cell.task))
     if samples is None:
         value = summary.final.get("eval/pass@1")
-        return None if value is None else (float(value), 0.0)
+        return None if value is None else float(value)
     record = RunDir(cell.run.out_dir).final_eval(samples)
     if record is None or "eval/pass@1" not in record["metrics"]:
         return None
-    return float(record["metrics"]["eval/pass@1"]), float(record.get("device_hours", 0.0))
+    return float(record["metrics"]["eval/pass@1"])
 
 
 def hours(cells: list[reg.SweepRun], design: Design) -> float:

@@ -69,5 +69,11 @@ class SweepTracker:
             if cell.run.status in reg.DONE:
                 self.log(cell)
         if self.parent is not None:
-            tracking.guarded(lambda: self.tracker.end_sweep(self.parent, status, totals(self.sweep)),
+            from sqlalchemy.orm import object_session
+
+            from grpo_lab.execution.waves import recorded_design
+
+            session = object_session(self.sweep)
+            design = recorded_design(session, self.sweep) if session else {}
+            tracking.guarded(lambda: self.tracker.end_sweep(self.parent, status, totals(self.sweep, design)),
                              "MLflow sweep totals")

@@ -104,14 +104,17 @@ class DecideOptions:
                               "rerun with the recorded values (the report's Reproduce line has them) or give "
                               "the sweep a new --name")
 
-    def design(self, recorded: dict | None, started: bool, choose: Callable[[], Design]) -> Design:
+    def design(self, recorded: dict | None, started: bool, choose: Callable[[], Design],
+               every: list[tuple[str, str]] = ()) -> Design:
         """The eval design the waves use: the one recorded with them (none for waves recorded
         before the design existed), else, before wave 0 is recorded, per eval_samples: chosen
         (`choose()`, "auto"), K everywhere (an int) or none. An explicit K a restart gives must
-        be the recorded one: switching measurement after seeing data voids the guarantee."""
+        be the recorded one in every cell of `every` (the sweep's (model, task)s): switching
+        measurement after seeing data voids the guarantee."""
         if started:
             was = final_evals.from_options(recorded)
-            if isinstance(self.eval_samples, int) and set(was.values()) != {self.eval_samples}:
+            cells = set(was) | set(every)
+            if isinstance(self.eval_samples, int) and was != dict.fromkeys(cells, self.eval_samples):
                 raise ConfigError(f"--eval-samples {self.eval_samples}: this sweep's waves were decided on "
                                   f"{_design_text(was)}; rerun with --eval-samples auto (keeps it) or a new --name")
             if self.eval_samples is None and was:
@@ -133,7 +136,8 @@ STATISTICS = ("alpha", "delta", "most_seeds", "method", "sequence")  # what a re
 def observe(sweep: reg.Sweep, design: Design | None = None) -> tuple[dict, dict, dict]:
     """(scores, seeds, cost): (model, task) -> key -> {seed index: final pass@1} of finished runs
     (at the design's K where it has one: final_evals.score); (model, task, key) -> cells
-    registered (pending included); -> mean device-hours of a run, its re-eval included."""
+    registered (pending included); -> mean device-hours of a run (what a new seed costs: its
+    eval at K is in its own attempt's hours; wave 0's eval-only re-evals were a one-off)."""
     scores: dict = {}
     seeds: dict = {}
     hours: dict = {}
@@ -143,8 +147,8 @@ def observe(sweep: reg.Sweep, design: Design | None = None) -> tuple[dict, dict,
         summary = RunDir(cell.run.out_dir).summary() if cell.run.status in reg.DONE else None
         seen = final_evals.score(cell, summary, design or {}) if summary is not None else None
         if seen is not None:
-            scores.setdefault(arm[:2], {}).setdefault(arm[2], {})[cell.seed] = seen[0]
-            hours.setdefault(arm, []).append(cell.run.gpu_hours + seen[1])
+            scores.setdefault(arm[:2], {}).setdefault(arm[2], {})[cell.seed] = seen
+            hours.setdefault(arm, []).append(cell.run.gpu_hours)
     every = [h for hs in hours.values() for h in hs]
     fallback = sum(every) / len(every) if every else 1.0
     cost = {arm: (sum(hours[arm]) / len(hours[arm]) if hours.get(arm) else fallback) for arm in seeds}
@@ -202,6 +206,12 @@ def previous_rows(session: Session, sweep: reg.Sweep) -> dict[str, dict]:
             for v in session.scalars(select(reg.DecideVerdict).where(reg.DecideVerdict.sweep_id == sweep.id))}
 
 
+def recorded_design(session: Session, sweep: reg.Sweep) -> Design:
+    """The eval design the sweep's last --decide wave recorded ({} without one)."""
+    return final_evals.from_options(next((json.loads(w.options_json) for w in reversed(waves(session, sweep))
+                                          if w.options_json), None))
+
+
 def waves(session: Session, sweep: reg.Sweep) -> list[reg.DecideWave]:
     return list(session.scalars(select(reg.DecideWave).where(reg.DecideWave.sweep_id == sweep.id).order_by(reg.DecideWave.wave)))
 
@@ -215,8 +225,12 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
     dopts.check_continues(recorded, sweep.name)
     comps = dec.comparisons(plan_arms(plan))
     devices = {c.model: load_card(c.model).gpus for c in plan.cells}
-    choose = lambda: choose_design(sweep, plan, comps, dopts, say)  # noqa: E731
-    design = dopts.design(recorded, True, choose) if waves(session, sweep) else None
+    choose = lambda: choose_design(sweep, plan, comps, dopts, say,  # noqa: E731
+                                   None if budget is None else budget - totals(sweep)["gpu_hours"])
+    cells_of = sorted({(c.model, c.task) for c in plan.cells})
+    design = dopts.design(recorded, True, choose, cells_of) if waves(session, sweep) else None
+    # the option a restart records is the one the design came from (auto on a restart keeps it)
+    first = (recorded or {}).get("eval_samples") if recorded else dopts.eval_samples
     while True:
         execute_sweep(session, sweep, runner, opts, on_event=on_event, design=design)
         if design is None:  # wave 0 ran: choose once
@@ -232,7 +246,8 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
                              previous=previous_rows(session, sweep), method=dopts.method, target=dopts.most_seeds,
                              sequence=dopts.sequence)
         w = record(session, sweep, wave, rows, hours, runs)
-        w.options_json = json.dumps({**asdict(dopts), "eval_design": [[m, t, k] for (m, t), k in sorted(design.items())]})
+        w.options_json = json.dumps({**asdict(dopts), "eval_samples": first,
+                                     "eval_design": [[m, t, k] for (m, t), k in sorted(design.items())]})
         say(f"wave {wave}: {hours:.3g} {sweep.unit} spent; {m['significant']} significant, "
             f"{m['equivalent']} equivalent, {m['open']} open of {len(comps)}")
         if m["open"] == 0:
@@ -257,9 +272,10 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
 
 
 def choose_design(sweep: reg.Sweep, plan: Plan, comps: list[dec.Comparison], dopts: DecideOptions,
-                  say=print) -> Design:
+                  say=print, budget_left: float | None = None) -> Design:
     """The eval design after wave 0: "auto" asks eval_design.choose per (model, task) (from the
-    runs' noise and costs only, on their own final evals); an int K applies everywhere."""
+    runs' noise and costs only, on their own final evals; no re-evals beyond `budget_left`); an
+    int K applies everywhere."""
     own = {(c.model, c.task): c.shared.eval.samples for c in plan.cells}
     if isinstance(dopts.eval_samples, int):
         return dict.fromkeys(own, dopts.eval_samples)
@@ -271,7 +287,8 @@ def choose_design(sweep: reg.Sweep, plan: Plan, comps: list[dec.Comparison], dop
                for (m, t), arms in scores.items() for k, v in arms.items() if len(v) > 1}
     beta, costs = final_evals.design_inputs(sweep)
     choice = eval_design.choose(comps, rows, n, costs, beta, alpha=dopts.alpha, delta=dopts.delta,
-                                most=dopts.most_seeds, method=dopts.method, sequence=dopts.sequence, run_var=run_var)
+                                most=dopts.most_seeds, method=dopts.method, sequence=dopts.sequence, run_var=run_var,
+                                budget_left=budget_left)
     for (m, t), c in choice.items():
         best, table = c["multiplier"], c["by_multiplier"]
 

@@ -134,10 +134,12 @@ def execute_attempt(run_dir: str | Path, attempt: int, devices: int = 1, on_step
         reused = None
         try:
             summary = reused = finished_summary(run_dir)
+            if summary is None and isinstance(attempt, str):
+                raise RuntimeError(f"eval-only attempt {attempt}: {run_dir} holds no finished run to evaluate")
             if summary is None:
                 summary = _train(run_dir, t0, result, devices, on_step, preempt, final_samples)
             if final_samples:
-                result["final_eval"] = _final_eval(run_dir, final_samples)
+                result["final_eval"] = _final_eval(run_dir, final_samples, in_attempt=reused is None)
             result["summary"] = summary.model_dump(mode="json")
             result["status"] = "stopped" if summary.stopped else "finished"
         except Exception as exc:  # reported to the caller, which records it and may retry
@@ -152,13 +154,14 @@ def execute_attempt(run_dir: str | Path, attempt: int, devices: int = 1, on_step
     return result
 
 
-def _final_eval(run_dir: Path, samples: int) -> dict:
-    """{samples, pass@1, reused (the record was there before this attempt)} or {samples, error}."""
+def _final_eval(run_dir: Path, samples: int, in_attempt: bool) -> dict:
+    """{samples, pass@1, reused (the record was there before this attempt)} or {samples, error}.
+    `in_attempt`: this attempt trained the run, so its hours hold the eval (the record's are 0)."""
     from grpo_lab.trainer.final_eval import final_eval
 
     had = RunDir(run_dir).final_eval(samples) is not None
     try:
-        record = final_eval(run_dir, samples)
+        record = final_eval(run_dir, samples, in_attempt)
     except Exception as exc:  # the driver asks again next wave; the trained run stays finished
         return {"samples": samples, "error": f"{type(exc).__name__}: {exc}"}
     return {"samples": samples, "pass@1": record["metrics"].get("eval/pass@1"), "reused": had}

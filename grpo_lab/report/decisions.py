@@ -70,7 +70,7 @@ def _design_text(design: list) -> str:
     cells = ", ".join(f"{Path(m).stem + '/' if many else ''}{t} at {k}" for m, t, k in design)
     return (f" Scores are final evals run again with more completions per problem ({cells}; the eval design, "
             "chosen after wave 0 from the runs' noise and costs, not their effects); other tasks use each "
-            "run's own final eval, as do the verdict table's effect and CI columns everywhere.")
+            "run's own final eval, as do the per-trick verdict table's effect and CI columns everywhere.")
 
 
 def decision_blocks(decisions: dict, unit: str) -> list[Block]:

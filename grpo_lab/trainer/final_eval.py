@@ -18,7 +18,7 @@ from grpo_lab.rollout import make_engine
 from grpo_lab.rundir import CHECKPOINT, RunDir
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.trainer import checkpoint
-from grpo_lab.trainer.evaluate import evaluate
+from grpo_lab.trainer.evaluate import evaluate, pass_at_k
 from grpo_lab.trainer.setup import EVAL_SEED, build_policy, eval_problems
 
 FINAL_EVAL_SEED = EVAL_SEED + 7_919_000  # apart from every in-training eval's stream (EVAL_SEED + step)
@@ -26,12 +26,40 @@ FINAL_EVAL_SEED = EVAL_SEED + 7_919_000  # apart from every in-training eval's s
 
 def measure(cfg: RunConfig, engine, codec, tasks: dict, samples: int) -> tuple[dict, list]:
     """(metrics, per-problem rows) of the policy behind `engine` on the run's test problems with
-    `samples` fresh completions each, from the sweep-wide stream FINAL_EVAL_SEED."""
-    eval_cfg = cfg.eval.model_copy(update={"samples": samples, "k": [k for k in cfg.eval.k if k <= samples],
-                                           "log_completions": 0})
-    metrics, _, rows = evaluate(engine, codec, tasks, eval_problems(cfg, tasks), eval_cfg,
-                                cfg.sampling.max_new_tokens, seed=FINAL_EVAL_SEED)
-    return metrics, rows
+    `samples` fresh completions each, from the sweep-wide stream FINAL_EVAL_SEED. Drawn in blocks
+    of the run's own eval size (each block its own seed), so memory stays what the run's evals
+    needed, whatever the multiplier."""
+    block = max(1, min(cfg.eval.samples, samples))
+    problems = eval_problems(cfg, tasks)
+    acc: dict[tuple[str, str], dict] = {}
+    for j, start in enumerate(range(0, samples, block)):
+        eval_cfg = cfg.eval.model_copy(update={"samples": min(block, samples - start), "k": [1], "log_completions": 0})
+        _, _, rows = evaluate(engine, codec, tasks, problems, eval_cfg, cfg.sampling.max_new_tokens,
+                              seed=FINAL_EVAL_SEED + 1009 * j)
+        for r in rows:
+            a = acc.setdefault((r["task"], r["uid"]), {"task": r["task"], "uid": r["uid"], "samples": 0, "passes": 0,
+                                                      "reward_sum": 0.0})
+            a["samples"] += r["samples"]
+            a["passes"] += r["passes"]
+            a["reward_sum"] += r["reward_mean"] * r["samples"]
+    rows = [{"task": a["task"], "uid": a["uid"], "samples": a["samples"], "passes": a["passes"],
+             "reward_mean": a["reward_sum"] / a["samples"]} for a in acc.values()]
+    return summarise(rows, [k for k in cfg.eval.k if k <= samples]), rows
+
+
+def summarise(rows: list[dict], ks: list[int]) -> dict:
+    """eval/<task>/pass@k and reward_mean per task, and their means over tasks as eval/<metric>,
+    from per-problem rows (the unbiased pass@k of evaluate.pass_at_k)."""
+    per_task: dict[str, dict[str, float]] = {}
+    for task in dict.fromkeys(r["task"] for r in rows):
+        mine = [r for r in rows if r["task"] == task]
+        per_task[task] = {**{f"pass@{k}": sum(pass_at_k(r["samples"], r["passes"], k) for r in mine) / len(mine)
+                             for k in ks},
+                          "reward_mean": sum(r["reward_mean"] for r in mine) / len(mine)}
+    metrics = {f"eval/{task}/{key}": v for task, m in per_task.items() for key, v in m.items()}
+    for key in next(iter(per_task.values()), {}):
+        metrics[f"eval/{key}"] = sum(m[key] for m in per_task.values()) / len(per_task)
+    return metrics
 
 
 def write_record(folder: RunDir, samples: int, step: int, metrics: dict, rows: list, wall: float, devices: int,
@@ -52,9 +80,11 @@ def final_eval_in_run(run, out_dir: Path, samples: int, step: int) -> dict:
     return write_record(RunDir(out_dir), samples, step, metrics, rows, time.perf_counter() - t0, run.devices, True)
 
 
-def final_eval(run_dir: str | Path, samples: int) -> dict:
+def final_eval(run_dir: str | Path, samples: int, in_attempt: bool = False) -> dict:
     """Evaluate run_dir's final checkpoint with `samples` completions per problem and write the
-    record; a record already there is returned as it is (the eval is done once)."""
+    record; a record already there is returned as it is (the eval is done once). `in_attempt`:
+    inside the attempt that trained the run (a multi-process run, which cannot make it in its
+    ranks), whose hours already hold it."""
     folder = RunDir(run_dir)
     done = folder.final_eval(samples)
     if done is not None:
@@ -77,4 +107,5 @@ def final_eval(run_dir: str | Path, samples: int) -> dict:
     engine.sync_weights(policy)
     metrics, rows = measure(cfg, engine, codec, tasks, samples)
     devices = card.gpus if device.type == "cuda" else 1
-    return write_record(folder, samples, state["next_step"], metrics, rows, time.perf_counter() - t0, devices, False)
+    return write_record(folder, samples, state["next_step"], metrics, rows, time.perf_counter() - t0, devices,
+                        in_attempt)

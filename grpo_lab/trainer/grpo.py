@@ -8,6 +8,7 @@ summary.json. The math lives in advantages.py, loss.py and schedules.py.
 from __future__ import annotations
 
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -308,7 +309,11 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
                 log.examples(step, examples)
             break
     summary = run.summary(timer.total, wall(), stop, monitor.counts)
-    if final_samples and run.backend.rank == 0:  # before the summary: a finished run has its record
-        final_eval_in_run(run, out_dir, final_samples, trained)
     folder.write_summary(summary)
+    if final_samples and run.backend.rank == 0:
+        try:
+            final_eval_in_run(run, out_dir, final_samples, trained)
+        except Exception as exc:  # the trained run stands; the driver's eval-only attempt tries again
+            warnings.warn(f"{out_dir}: the final eval at {final_samples} completions per problem failed "
+                          f"({type(exc).__name__}: {exc}); the sweep will ask for it again", stacklevel=2)
     return summary

@@ -14,7 +14,7 @@ mixture does not survive. The t mixture also keeps it with `--decide`'s eval des
 (analysis/eval_design.py: after wave 0 it picks m from the noise, then every seed's eval sampling
 noise, 60% of a run's variance, is redrawn at sd/√m) at the hard case (0.02, 0.02), under the
 global null with gaussian, t3, collapsed and 9x-variance seeds and at the TOST margin, paired and
-unpaired, the design taking m > 1 in most replicates.
+unpaired, the design taking m > 1 in a good share of replicates (fewer where collapses dominate).
 
 A pooled-σ normal-mixture sequence (Howard et al. 2021), which assumes one noise level per cell,
 stays here as a reference: the same loop shows it failing the 9x case, so the suite can tell a
@@ -103,12 +103,15 @@ def run_design(comps, train: dict[str, np.ndarray], sd_s: float, rng, method: st
     scores = {("m", "t"): {k: {i: y[k][i] for i in range(START)} for k in ARMS}}
     rows, _ = decide.decide(comps, scores, alpha=ALPHA, delta=delta, method=method, target=CAP, sequence="t")
     n = {("m", "t", k): START for k in ARMS}
+    run_var = {("m", "t", k): float(np.var(y[k][:START], ddof=1)) for k in ARMS}
     design = eval_design.choose(comps, rows, n, dict.fromkeys(n, DESIGN_COST), dict.fromkeys(n, sd_s**2),
-                                alpha=ALPHA, delta=delta, most=CAP, method=method, sequence="t")
+                                alpha=ALPHA, delta=delta, most=CAP, method=method, sequence="t", run_var=run_var)
     m = design[("m", "t")]["multiplier"]
     if m > 1:
         y = {k: np.clip(v + rng.normal(0, sd_s / np.sqrt(m), v.size), 0.0, 1.0) for k, v in train.items()}
-    return run_new(comps, y, method, "t", delta, previous={r["name"]: r for r in rows}), m
+    # as in the --decide loop, wave 0's rows were planning only: the recorded verdicts start on the
+    # scores at m
+    return run_new(comps, y, method, "t", delta), m
 
 
 def design_error_rates(model: str, method: str, reps: int, sd: float, delta: float, seed: int = 0
@@ -215,10 +218,11 @@ def test_t_family_wise_error_holds_with_the_eval_design_in_the_loop(model, metho
     """The eval design chooses m from wave 0's noise, then every seed's sampling noise is redrawn at
     sd/√m: at the hard case (0.02, 0.02), under the global null (where only a false significant
     can happen) and where a and b sit exactly on the margin (tost: a false equivalent can). The
-    design must take m > 1 in most replicates, else this tests the plain loop again."""
+    design must take m > 1 in a good share of replicates, else this tests the plain loop again."""
     fs, fe, bound, share = design_error_rates(model, method, reps=250, sd=0.02, delta=0.02)
     assert fs <= bound and fe <= bound, (model, method, fs, fe, bound)
-    assert share > 0.5, (model, method, share)
+    # collapsed seeds make training the noise that dominates, so there m > 1 is rarer (~25%)
+    assert share > 0.2, (model, method, share)
 
 
 def test_t_decides_at_a_realistic_margin_where_betting_cannot():

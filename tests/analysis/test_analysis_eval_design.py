@@ -147,7 +147,7 @@ def test_closable_comparisons_never_fall_as_m_grows(s, share, most):
 
 
 def test_a_comparison_closable_only_at_more_completions_gets_them():
-    """At an 8-seed cap none closes at m = 1; at m = 16 some do, so the design leaves m = 1
+    """At an 8-seed cap none closes at m = 1; at m = 16 some do, so the design takes m > 1
     even though every re-eval costs (an eval that costs as much as training included)."""
     for cost in (CHEAP, DEAR):
         d = choose(0.02, 0.45, cost, most=8)
@@ -156,12 +156,41 @@ def test_a_comparison_closable_only_at_more_completions_gets_them():
         assert d["multiplier"] > 1
 
 
-def test_decided_comparisons_are_left_out():
-    comps, rows, n = wave0(0.01)
-    rows = [{**r, "verdict": "equivalent"} for r in rows]
+def test_the_choice_reads_no_effect():
+    """Shifting two arms by a large effect (so wave 0 already calls them significant) moves no
+    variance, and must not move m: the design plans every comparison, decided or not."""
+    comps = decide.comparisons({CELL: ARMS})
+    n = {(*CELL, k): 9 for k in ARMS}
     beta = {arm: 0.45 * 0.01**2 for arm in n}
-    d = ed.choose(comps, rows, n, dict.fromkeys(n, CHEAP), beta, alpha=ALPHA, delta=DELTA, most=64)[CELL]
-    assert d["multiplier"] == 1 and all(c == 0 for _, c in d["by_multiplier"].values())
+
+    def design(shift: float) -> tuple[dict, list[dict]]:
+        scores = {CELL: {k: [0.5 + 0.01 * v + (shift if "a" in k else 0.0) for v in PATTERN[k] * 3] for k in ARMS}}
+        rows, _ = decide.decide(comps, scores, alpha=ALPHA, delta=DELTA, method="paired", target=64)
+        return ed.choose(comps, rows, n, dict.fromkeys(n, CHEAP), beta, alpha=ALPHA, delta=DELTA, most=64)[CELL], rows
+
+    plain, rows = design(0.0)
+    moved, shifted_rows = design(0.3)
+    assert sum(r["verdict"] == "significant" for r in shifted_rows) > sum(r["verdict"] == "significant" for r in rows)
+    assert moved == plain
+
+
+def test_an_arm_without_a_finished_run_takes_the_cells_mean_cost():
+    comps, rows, n = wave0(0.01)
+    beta = {arm: 0.45 * 0.01**2 for arm in n}
+    costs = {arm: CHEAP for arm in n if arm[2] != "a+b"}  # both wave-0 seeds of a+b failed
+    d = ed.choose(comps, rows, n, costs, beta, alpha=ALPHA, delta=DELTA, most=64)[CELL]
+    assert d == choose(0.01, 0.45, CHEAP)
+
+
+def test_no_multiplier_whose_re_evals_exceed_the_budget_left():
+    comps, rows, n = wave0(0.03)
+    beta = {arm: 0.6 * 0.03**2 for arm in n}
+    free = ed.choose(comps, rows, n, dict.fromkeys(n, CHEAP), beta, alpha=ALPHA, delta=DELTA, most=64)[CELL]
+    assert free["multiplier"] > 1
+    tight = 12 * CHEAP.reeval(2)  # 4 arms x 3 seeds evaluated again at m = 2, nothing more
+    d = ed.choose(comps, rows, n, dict.fromkeys(n, CHEAP), beta, alpha=ALPHA, delta=DELTA, most=64,
+                  budget_left=tight)[CELL]
+    assert d["multiplier"] in (1, 2)
 
 
 def test_a_noisy_sampling_dominated_cell_gets_more_completions():

@@ -2,6 +2,8 @@
 
 import shutil
 
+import pytest
+
 from grpo_lab.execution.worker import execute
 from grpo_lab.rundir import CHECKPOINT, RunDir
 from grpo_lab.trainer.grpo import train
@@ -62,3 +64,28 @@ def test_a_run_evaluated_at_the_end_of_training_measures_what_an_eval_only_attem
     assert execute(later, "eval16", 1, eval_samples=16)["final_eval"]["reused"] is False
     alone = RunDir(later).final_eval(16)
     assert alone["rows"] == inline["rows"] and alone["metrics"] == inline["metrics"]
+
+
+def test_an_eval_only_attempt_never_trains(tmp_path):
+    """A folder the registry thought finished but that holds no summary: the eval-only attempt
+    refuses instead of training a run no registry attempt would account for."""
+    run = tmp_path / "run"
+    RunDir(run).write_config(tiny_cfg().model_dump(mode="json"))
+    out = execute(run, "eval8", 1, eval_samples=8)
+    assert out["status"] == "failed" and "holds no finished run" in out["error"]
+    assert not RunDir(run).finished() and not RunDir(run).has_checkpoint()
+
+
+def test_a_failing_final_eval_leaves_the_trained_run_finished(tmp_path, monkeypatch):
+    """The eval at K runs after the summary is written: if it fails (an out-of-memory error is the
+    likely cause on a GPU, injected here), the run keeps its summary and the sweep asks again."""
+    import grpo_lab.trainer.grpo as grpo
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError("injected")
+
+    monkeypatch.setattr(grpo, "final_eval_in_run", out_of_memory)
+    run = tmp_path / "run"
+    with pytest.warns(UserWarning, match="final eval at 8 completions per problem failed"):
+        summary = train(tiny_cfg(), run, final_samples=8)
+    assert RunDir(run).summary() == summary and RunDir(run).final_eval(8) is None
