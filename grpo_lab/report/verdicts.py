@@ -180,7 +180,8 @@ def verdict_table(stats: pl.DataFrame, effects: pl.DataFrame, interactions: pl.D
                    how="left")
              .join(base, on=["model", "task"], how="left")
              .with_columns((pl.col("hours_per_run") - pl.col("base_hours")).alias("extra_hours"))
-             .with_columns(pl.when(pl.col("effect") > 0)
+             # an effect under a millionth of a point is float noise (a mean of identical runs), not a gain
+             .with_columns(pl.when(pl.col("effect") > 1e-6 * policy.point)
                            .then(pl.col("extra_hours") / (pl.col("effect") / policy.point))
                            .alias("hours_per_point")))
     frame = frame.with_columns(pl.Series("p_holm", holm(frame["p_value"].to_numpy()), dtype=pl.Float64)
