@@ -53,11 +53,22 @@ def test_node_lost_mid_sweep_runs_resume_on_the_other_node(cluster, postgres, tm
     runner = RayRunner(RayOptions(address=nodes.address))
     assert runner.slots == 2  # the worker nodes' CPUs; the head has none
 
-    def remove_a_node():  # both runs past a checkpoint, one on each node: take one node away
+    def remove_a_node():
+        """Take away a node running a run past its first checkpoint, once no unfinished run is
+        still before one. The node is the busy one, so a box slow to start one run's worker (the
+        other may even have finished by then) still loses exactly one running run."""
+        from ray._private.state import available_resources_per_node
+
         deadline = time.time() + 300
-        while not all(step_of(d) >= 3 for d in dirs) and time.time() < deadline:
+        while time.time() < deadline:
+            unfinished = [d for d in dirs if not (d / "summary.json").exists()]
+            free = available_resources_per_node()
+            busy = [w for w in workers if free.get(w.node_id, {}).get("CPU", 0.0) < 1.0]  # a full CPU is not listed
+            # as many busy nodes as unfinished runs: no node is still busy with a run that just ended
+            if unfinished and len(busy) == len(unfinished) and all(step_of(d) >= 3 for d in unfinished):
+                nodes.remove_node(busy[0], allow_graceful=False)
+                return
             time.sleep(0.05)
-        nodes.remove_node(workers[0], allow_graceful=False)
 
     threading.Thread(target=remove_a_node, daemon=True).start()
     try:
