@@ -3,11 +3,13 @@ one-CPU worker nodes), its registry on PostgreSQL as a real cluster's would be. 
 removed mid-sweep: the run it held is retried on the other node from its checkpoint; no finished
 run is repeated, no step is lost or logged twice."""
 
+import contextlib
 import json
 import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from grpo_lab.execution import registry as reg
@@ -66,7 +68,14 @@ def test_node_lost_mid_sweep_runs_resume_on_the_other_node(cluster, postgres, tm
             busy = [w for w in workers if free.get(w.node_id, {}).get("CPU", 0.0) < 1.0]  # a full CPU is not listed
             # as many busy nodes as unfinished runs: no node is still busy with a run that just ended
             if unfinished and len(busy) == len(unfinished) and all(step_of(d) >= 3 for d in unfinished):
+                # a lost machine takes its processes with it: the node's workers are its raylet's
+                # children, which outlive a killed raylet long enough to finish a short run
+                raylet = psutil.Process(busy[0].all_processes["raylet"][0].process.pid)
+                doomed = raylet.children(recursive=True)
                 nodes.remove_node(busy[0], allow_graceful=False)
+                for proc in doomed:
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        proc.kill()
                 return
             time.sleep(0.05)
 
