@@ -151,12 +151,12 @@ def sweeps_table(session, sweeps: list[reg.Sweep]) -> Table:
         table.add_column(s, justify="right")
     table.add_column("hours", justify="right")
     table.add_column("wasted", justify="right")
+    from grpo_lab.execution import final_evals
     from grpo_lab.execution.sweep import totals
-    from grpo_lab.execution.waves import recorded_design  # the --decide stack, only for `status`'s table
 
     for sweep in sweeps:
         n = reg.counts(session, sweep)
-        books = totals(sweep, recorded_design(session, sweep))  # eval-only attempts of --decide's design too
+        books = totals(sweep, final_evals.recorded(session, sweep))  # with --decide's eval-only attempts
         table.add_row(sweep.name, *(str(n[s]) for s in reg.STATUSES), f"{books['gpu_hours']:.3g}",
                       f"{books['wasted_gpu_hours']:.3g}")
     return table

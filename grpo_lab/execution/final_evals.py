@@ -55,6 +55,16 @@ def from_options(options: dict | None) -> Design:
     return {(m, t): k for m, t, k in (options or {}).get("eval_design") or []}
 
 
+def describe(design: Design) -> str:
+    """The design in words, for messages: "model/task at K completions per problem, ..."."""
+    return ", ".join(f"{m}/{t} at {k} completions per problem" for (m, t), k in sorted(design.items()))
+
+
+def recorded(session, sweep: reg.Sweep) -> Design:
+    """The design the sweep's last --decide wave recorded ({} without one)."""
+    return from_options(reg.decide_options(session, sweep))
+
+
 def pending(sweep: reg.Sweep, design: Design) -> list[tuple[reg.SweepRun, int]]:
     """(cell, K) of the finished cells of designed (model, task)s without a record at K."""
     out = []
@@ -74,8 +84,7 @@ def run_final_evals(sweep: reg.Sweep, runner: Runner, design: Design, retries: i
     total = len(todo)
     if not todo:
         return {}
-    say(f"final evals: {len(todo)} finished run(s) evaluated again at "
-        + ", ".join(f"{m}/{t} {k} completions per problem" for (m, t), k in sorted(design.items())))
+    say(f"final evals: {len(todo)} finished run(s) evaluated again: {describe(design)}")
     running: dict[str, tuple[reg.SweepRun, int, int]] = {}
     failed: dict[str, str] = {}
     done = 0

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sqlalchemy.orm import object_session
+
+from grpo_lab.execution import final_evals, tracking
 from grpo_lab.execution import registry as reg
-from grpo_lab.execution import tracking
 from grpo_lab.execution.sweep import totals
 from grpo_lab.spec.tricks import load_catalog
 
@@ -69,11 +71,7 @@ class SweepTracker:
             if cell.run.status in reg.DONE:
                 self.log(cell)
         if self.parent is not None:
-            from sqlalchemy.orm import object_session
-
-            from grpo_lab.execution.waves import recorded_design
-
             session = object_session(self.sweep)
-            design = recorded_design(session, self.sweep) if session else {}
+            design = final_evals.recorded(session, self.sweep) if session else {}
             tracking.guarded(lambda: self.tracker.end_sweep(self.parent, status, totals(self.sweep, design)),
                              "MLflow sweep totals")

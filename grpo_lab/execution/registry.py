@@ -330,5 +330,12 @@ def counts(session: Session, sweep: Sweep) -> dict[str, int]:
     return out
 
 
+def decide_options(session: Session, sweep: Sweep) -> dict | None:
+    """The --decide options the sweep's last wave recorded (None: no wave recorded them)."""
+    last = session.scalars(select(DecideWave).where(DecideWave.sweep_id == sweep.id, DecideWave.options_json.is_not(None))
+                           .order_by(DecideWave.wave.desc()).limit(1)).first()
+    return None if last is None else json.loads(last.options_json)
+
+
 def all_sweeps(session: Session) -> list[Sweep]:
     return list(session.scalars(select(Sweep).order_by(Sweep.created_at)))

@@ -114,20 +114,15 @@ class DecideOptions:
         if started:
             was = final_evals.from_options(recorded)
             cells = set(was) | set(every)
+            said = final_evals.describe(was) or "each run's own final eval"
             if isinstance(self.eval_samples, int) and was != dict.fromkeys(cells, self.eval_samples):
-                raise ConfigError(f"--eval-samples {self.eval_samples}: this sweep's waves were decided on "
-                                  f"{_design_text(was)}; rerun with --eval-samples auto (keeps it) or a new --name")
+                raise ConfigError(f"--eval-samples {self.eval_samples}: this sweep's waves were decided on {said}; "
+                                  "rerun with --eval-samples auto (keeps it) or a new --name")
             if self.eval_samples is None and was:
-                raise ConfigError(f"--eval-samples none: this sweep's waves were decided on {_design_text(was)}; "
+                raise ConfigError(f"--eval-samples none: this sweep's waves were decided on {said}; "
                                   "rerun with --eval-samples auto (keeps it) or a new --name")
             return was
         return choose() if self.eval_samples is not None else {}
-
-
-def _design_text(design: Design) -> str:
-    if not design:
-        return "each run's own final eval"
-    return ", ".join(f"{m}/{t} at {k} completions per problem" for (m, t), k in sorted(design.items()))
 
 
 STATISTICS = ("alpha", "delta", "most_seeds", "method", "sequence")  # what a restart may not change
@@ -206,12 +201,6 @@ def previous_rows(session: Session, sweep: reg.Sweep) -> dict[str, dict]:
             for v in session.scalars(select(reg.DecideVerdict).where(reg.DecideVerdict.sweep_id == sweep.id))}
 
 
-def recorded_design(session: Session, sweep: reg.Sweep) -> Design:
-    """The eval design the sweep's last --decide wave recorded ({} without one)."""
-    return final_evals.from_options(next((json.loads(w.options_json) for w in reversed(waves(session, sweep))
-                                          if w.options_json), None))
-
-
 def waves(session: Session, sweep: reg.Sweep) -> list[reg.DecideWave]:
     return list(session.scalars(select(reg.DecideWave).where(reg.DecideWave.sweep_id == sweep.id).order_by(reg.DecideWave.wave)))
 
@@ -221,7 +210,7 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
     """The --decide loop; returns why it stopped ("decided", "budget", "cannot close": every open
     comparison is beyond the seed cap or the budget)."""
     budget = dopts.budget if dopts.budget is not None else plan.limit
-    recorded = next((json.loads(w.options_json) for w in reversed(waves(session, sweep)) if w.options_json), None)
+    recorded = reg.decide_options(session, sweep)
     dopts.check_continues(recorded, sweep.name)
     comps = dec.comparisons(plan_arms(plan))
     devices = {c.model: load_card(c.model).gpus for c in plan.cells}
@@ -230,7 +219,7 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
     cells_of = sorted({(c.model, c.task) for c in plan.cells})
     design = dopts.design(recorded, True, choose, cells_of) if waves(session, sweep) else None
     # the option a restart records is the one the design came from (auto on a restart keeps it)
-    first = (recorded or {}).get("eval_samples") if recorded else dopts.eval_samples
+    first = recorded.get("eval_samples") if recorded else dopts.eval_samples
     while True:
         execute_sweep(session, sweep, runner, opts, on_event=on_event, design=design)
         if design is None:  # wave 0 ran: choose once
@@ -334,7 +323,7 @@ def report_rows(session: Session, sweep: reg.Sweep) -> dict:
     ws = [{"wave": w.wave, "hours": w.hours, "runs": w.runs, "significant": w.significant,
            "equivalent": w.equivalent, "open": w.open, "added": len(json.loads(w.added_json))}
           for w in done]
-    options = next((json.loads(w.options_json) for w in reversed(done) if w.options_json), None)
+    options = reg.decide_options(session, sweep)
     vs = [{"name": v.name, "kind": v.kind, "model": v.model, "task": v.task, "target": v.target, "est": v.est,
            "radius": v.radius, "verdict": v.verdict, "wave": v.wave, "hours": v.hours}
           for v in session.scalars(select(reg.DecideVerdict).where(reg.DecideVerdict.sweep_id == sweep.id))]

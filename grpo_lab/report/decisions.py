@@ -4,7 +4,6 @@ confidence sequence they were decided under, and the variance budget."""
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import Any
 
 import polars as pl

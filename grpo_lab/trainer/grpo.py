@@ -255,11 +255,12 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
     """Run (or resume) one GRPO run; returns the summary also written to out_dir/summary.json.
 
     A step on which an alarm kind listed in `alarms.stop_on` fires is logged and checkpointed,
-    then the run ends. `final_samples`: the sweep's eval design asks for the final policy's eval
-    with that many completions per problem too (trainer/final_eval.py). When `preempt()` is true after a step (a signal the worker caught), the
-    run checkpoints there and raises Preempted: steps are the unit that resumes bit-identically. Wall and phase seconds are carried over from the checkpoint of an earlier
-    attempt, so the summary's device-hours cover the whole run (minus work lost after the last
-    checkpoint of a killed attempt, which neither counts)."""
+    then the run ends. When `preempt()` is true after a step (a signal the worker caught), the run
+    checkpoints there and raises Preempted: steps are the unit that resumes bit-identically. Wall
+    and phase seconds are carried over from the checkpoint of an earlier attempt, so the summary's
+    device-hours cover the whole run (minus work lost after the last checkpoint of a killed
+    attempt, which neither counts). `final_samples`: the sweep's eval design asks for the final
+    policy's eval with that many completions per problem too (trainer/final_eval.py)."""
     out_dir = Path(out_dir)
     folder = RunDir(out_dir)
     folder.write_config(cfg.model_dump(mode="json"))
@@ -311,9 +312,15 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
     summary = run.summary(timer.total, wall(), stop, monitor.counts)
     folder.write_summary(summary)
     if final_samples and run.backend.rank == 0:
-        try:
-            final_eval_in_run(run, out_dir, final_samples, trained)
-        except Exception as exc:  # the trained run stands; the driver's eval-only attempt tries again
-            warnings.warn(f"{out_dir}: the final eval at {final_samples} completions per problem failed "
-                          f"({type(exc).__name__}: {exc}); the sweep will ask for it again", stacklevel=2)
+        _final_eval(run, out_dir, final_samples, trained)
     return summary
+
+
+def _final_eval(run, out_dir: Path, samples: int, step: int) -> None:
+    """The eval design's final eval, after the summary is written: its failure only warns (the
+    trained run stands; the driver's eval-only attempt tries again)."""
+    try:
+        final_eval_in_run(run, out_dir, samples, step)
+    except Exception as exc:
+        warnings.warn(f"{out_dir}: the final eval at {samples} completions per problem failed "
+                      f"({type(exc).__name__}: {exc}); the sweep will ask for it again", stacklevel=3)

@@ -25,8 +25,8 @@ class Job:
     attempt: int | str  # the registry's attempt number; eval<K> for an eval-only attempt
     devices: int  # GPUs the run needs on a GPU machine (its model card's `gpus`)
     # the sweep's eval design for this run: a finished run's final checkpoint is evaluated again
-    # with this many completions per problem (worker.execute_final_eval); a run that trains is
-    # evaluated so at the end of its attempt
+    # with this many completions per problem (an eval-only attempt of worker.execute_attempt); a
+    # run that trains is evaluated so at the end of its attempt
     eval_samples: int | None = None
 
 
