@@ -47,6 +47,7 @@ def report_sweep(sweep_name: str, out: str | Path | None = None, workspace: str 
     from grpo_lab.execution import registry as reg
     from grpo_lab.report import write_report
     from grpo_lab.report.inputs import sweep_data
+    from grpo_lab.util.names import inside
     from grpo_lab.util.yamlio import ConfigError, suggest
 
     with reg.connect(db or reg.default_url(Path(workspace)))() as session:
@@ -54,7 +55,8 @@ def report_sweep(sweep_name: str, out: str | Path | None = None, workspace: str 
         if found is None:
             known = [s.name for s in reg.all_sweeps(session)]
             raise ConfigError(f"no sweep '{sweep_name}'{suggest(sweep_name, known)}")
-        return write_report(sweep_data(found, metric, logit), Path(out) if out else Path("reports") / found.name)
+        target = Path(out) if out else inside(Path("reports"), found.name, "sweep name")
+        return write_report(sweep_data(found, metric, logit), target)
 
 
 def sweep_results(sweep_name: str, workspace: str | Path = WORKSPACE, db: str | None = None):

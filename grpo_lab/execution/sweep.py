@@ -28,7 +28,7 @@ from grpo_lab.spec.arm import Arm, arm_label
 from grpo_lab.spec.config import comparable
 from grpo_lab.spec.matrix import load_matrix
 from grpo_lab.spec.model_cards import load_card
-from grpo_lab.spec.plan import Plan, make_plan, plan_hardware
+from grpo_lab.spec.plan import Plan, make_plan, plan_hardware, sweep_name
 from grpo_lab.util.yamlio import ConfigError
 
 
@@ -58,7 +58,7 @@ def plan_for(matrix: Path, opts: SweepOptions) -> Plan:
     measured = calibration.from_registry(opts.db_url, opts.workspace, plan_hardware(spec))
     plan = make_plan(spec, name=spec.name or matrix.stem, calibrations=measured)
     if opts.name:  # --name wins over the matrix's own name
-        plan = dataclasses.replace(plan, name=opts.name)
+        plan = dataclasses.replace(plan, name=sweep_name(opts.name))
     if plan.fits is False and not opts.allow_over_budget:
         raise ConfigError(f"{matrix}: the plan needs {plan.total:.3g} {plan.hardware.unit}, over its budget of "
                           f"{plan.limit:.3g}: cut cells or steps, raise budget, or pass --allow-over-budget")

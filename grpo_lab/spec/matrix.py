@@ -28,6 +28,7 @@ from grpo_lab.spec.model_cards import load_card, load_hardware
 from grpo_lab.spec.tricks import load_catalog, trick_notes
 from grpo_lab.tasks import check_task
 from grpo_lab.util.dicts import deep_merge
+from grpo_lab.util.names import name_problem
 from grpo_lab.util.validate import Strict, validate, where_in
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 from grpo_lab.spec.arm import arm_label
@@ -106,7 +107,7 @@ class BudgetSpec(Strict):
 
 
 class MatrixSpec(Strict):
-    name: str | None = None
+    name: str | None = None  # the sweep's name, a folder name under reports/ (util/names.py)
     models: list[str] = Field(min_length=1)
     tasks: list[str | list[str]] = Field(min_length=1)
     seeds: list[int] = Field([0], min_length=1)
@@ -117,6 +118,14 @@ class MatrixSpec(Strict):
     runner: str | None = None
     _base_source: str = PrivateAttr("<matrix>")
     _base_lines: dict = PrivateAttr(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v: str | None) -> str | None:
+        problem = None if v is None else name_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
     def trick_sets(self) -> list[tuple[str, ...]]:
         """Every generator's sets in order, each distinct set once."""

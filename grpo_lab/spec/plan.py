@@ -12,6 +12,8 @@ from grpo_lab.spec.arm import arm_label
 from grpo_lab.spec.budget import PHASES, Calibration, Estimate, estimate_cells
 from grpo_lab.spec.matrix import DEFAULT_HARDWARE, Cell, MatrixSpec, expand
 from grpo_lab.spec.model_cards import Hardware, load_hardware
+from grpo_lab.util.names import name_problem
+from grpo_lab.util.yamlio import ConfigError
 
 
 @dataclass(frozen=True)
@@ -102,10 +104,20 @@ def plan_hardware(spec: MatrixSpec, hardware: str | None = None) -> Hardware:
     return load_hardware(hardware or (spec.budget.hardware if spec.budget else DEFAULT_HARDWARE))
 
 
+def sweep_name(name: str) -> str:
+    """``name`` when it can name a sweep (its reports folder, its MLflow experiment); a ConfigError
+    saying how to fix it otherwise, before anything is registered."""
+    problem = name_problem(name)
+    if problem:
+        raise ConfigError(f"sweep name: {problem}; set `name:` in the matrix or pass --name")
+    return name
+
+
 def make_plan(spec: MatrixSpec, hardware: str | None = None, name: str = "matrix",
               calibrations: dict[str, Calibration] | None = None) -> Plan:
     """Expand and price `spec` on `hardware` (default: the budget's profile, else the CPU box),
     correcting each model's cells by its calibration from finished runs where one is given."""
+    sweep_name(spec.name or name)
     budget = spec.budget
     hw = plan_hardware(spec, hardware)
     cells = expand(spec)

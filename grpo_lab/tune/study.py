@@ -26,6 +26,7 @@ from grpo_lab.rundir import Summary
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.spec.matrix import DEFAULT_HARDWARE
 from grpo_lab.spec.model_cards import Hardware, load_card, load_hardware
+from grpo_lab.spec.plan import sweep_name
 from grpo_lab.tune.base import Base, load_base
 from grpo_lab.tune.output import write_override
 from grpo_lab.tune.space import SearchSpace, load_space
@@ -74,7 +75,7 @@ def tune(target: Path, space_path: Path, opts: TuneOptions,
     base = load_base(target, opts.sets)
     space = load_space(space_path, base.data, base.source)
     stem = opts.name or f"{Path(target).stem}-{Path(space_path).stem}"
-    name = f"tune-{stem}"
+    name = sweep_name(f"tune-{stem}")
     hw = load_hardware(opts.hardware or base.hardware or DEFAULT_HARDWARE)
     url = opts.db_url or reg.default_url(opts.workspace)
     Session = reg.connect(url)
