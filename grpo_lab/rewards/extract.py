@@ -1,53 +1,90 @@
-"""Final-answer extraction for math-style completions.
+"""Final answers of math-style completions, and the ``extract`` verifier's comparison by value.
 
-Models state answers in many shapes (``<answer>`` tags, ``\\boxed{}``, GSM8K's ``#### N``,
-or just a number at the end of their reasoning). Rewards must not depend on which shape a
-model picked, so every extractor returns a raw string and numbers are compared only after
-:func:`normalize_number` has mapped equal values to one spelling ("1,000" == "1000.0").
+In the natural register an answer counts only where the completion marks it: inside
+``<answer>`` tags, a ``\\boxed{}`` or after GSM8K's ``#### ``. :func:`marked_answers` returns every
+marked answer, so a task can refuse a completion whose marks disagree (``\\boxed{3} or \\boxed{4}``)
+instead of believing the last one. Unmarked text earns nothing: "the last number in the text" is
+what a hedging model would learn to exploit.
+
+:func:`same_value` compares a marked answer with a target by value: numbers exactly as rationals
+("1,000" == "1000.0", "\\frac{3}{4}" == "0.75"), expressions as canonical polynomials (``2+2`` == 4,
+``1 + x`` == ``x+1``; ``algebra.py``), and a list or set target item by item, in any order (``1, 2``
+== ``\\{2, 1\\}``); a tuple or interval keeps its order and its brackets. A number among plain words
+("8 apples", "The answer is 8.") is that number, unless a word changes the value ("not 8",
+"8 thousand", "about 8"). Hedges are refused before any comparison (``strict.py``).
 """
 
 from __future__ import annotations
 
 import re
 from fractions import Fraction
+from typing import NamedTuple
+
+from grpo_lab.rewards import algebra, strict
 
 _TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _OPEN_TAG_RE = re.compile(r"<answer>", re.IGNORECASE)
+_CLOSE_TAG_RE = re.compile(r"</answer>", re.IGNORECASE)
 _HASH_RE = re.compile(r"####\s*([^\n]*)")
-# A minus counts as a sign only where it cannot be a binary operator ("10-3" -> 3, "=-3" -> -3).
-# Comma groups must be exactly three digits so "1,2,3" stays three numbers.
-_NUMBER_RE = re.compile(r"(?:(?<![\w)\].])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|(?<![\w.])-?\.\d+")
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _FRAC_RE = re.compile(r"^\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}$")
-_WORD_RE = re.compile(r"[A-Za-z]+")
+_RELATION_RE = re.compile(r"[<>≤≥≠≈]|\\(?:le|ge|leq|geq|ne|neq|approx|sim|lt|gt)(?![A-Za-z])")
+_UNIT_WRAP_RE = re.compile(r"\\(?:text|textbf|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
+_PLAIN_WORD_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}(?![A-Za-z])")
+# Words that change the value of the number beside them: "not 8", "8 thousand", "about 8".
+_VALUE_WORDS = frozenset(
+    "not no minus negative plus times over under than less more least most about around approximately "
+    "roughly nearly almost between and to half twice double triple squared cubed dozen hundred thousand "
+    "million billion trillion".split())
+MAX_ITEMS = 32  # a list or set answer longer than this is not compared
+
+
+class Value(NamedTuple):
+    """An answer by value: ``kind`` and brackets as in ``strict.Shape``, items as canonical
+    polynomials (sorted without repeats for sets and lists, whose order does not matter)."""
+
+    kind: str
+    opener: str
+    closer: str
+    items: tuple[algebra.Canonical, ...]
 
 
 def extract_tagged(text: str) -> str | None:
-    """Content of the last ``<answer>...</answer>``; an unclosed final tag runs to the end.
+    """Content of the last ``<answer>...</answer>``; an unclosed final tag runs to the end
+    (generation may stop at the length limit)."""
+    found = all_tagged(text)
+    return found[-1] if found else None
 
-    The last tag wins because models often restate a draft answer before the final one;
-    unclosed tags are accepted because generation may stop at the length limit.
-    """
-    found = _TAG_RE.findall(text)
-    if found:
-        return found[-1].strip()
+
+def all_tagged(text: str) -> list[str]:
+    """Contents of every closed ``<answer>`` tag, then of an unclosed final one, stripped."""
+    found = [m.strip() for m in _TAG_RE.findall(text)]
     starts = list(_OPEN_TAG_RE.finditer(text))
-    return text[starts[-1].end() :].strip() if starts else None
+    if starts and _CLOSE_TAG_RE.search(text, starts[-1].end()) is None:
+        found.append(text[starts[-1].end():].strip())
+    return found
 
 
-def extract_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``), honouring nested braces.
-
-    A regex cannot match balanced braces, and ``\\boxed{\\frac{1}{2}}`` is common, so scan.
-    """
-    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
-    if not starts:
-        return None
-    depth, i = 1, starts[-1]
-    for j in range(i, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
-        if depth == 0:
-            return text[i:j].strip()
-    return None
+def all_boxed(text: str) -> list[str]:
+    """Contents of every closed ``\\boxed{...}`` (or ``\\fbox{...}``), nested ones included, in
+    order of their openers; one linear scan (escaped braces ``\\{`` ``\\}`` are content)."""
+    openers = {m.end() - 1 for m in _BOX_RE.finditer(text)}
+    stack: list[tuple[int, int]] = []  # (brace depth, content start) of open boxes
+    found: list[tuple[int, str]] = []
+    depth = 0
+    for j, ch in enumerate(text):
+        if (ch == "{" or ch == "}") and j and text[j - 1] == "\\":
+            continue
+        if ch == "{":
+            depth += 1
+            if j in openers:
+                stack.append((depth, j + 1))
+        elif ch == "}":
+            if stack and stack[-1][0] == depth:
+                start = stack.pop()[1]
+                found.append((start, text[start:j].strip()))
+            depth -= 1
+    return [content for _, content in sorted(found)]
 
 
 def extract_hash(text: str) -> str | None:
@@ -56,16 +93,29 @@ def extract_hash(text: str) -> str | None:
     return found[-1].strip() if found else None
 
 
-def last_number(text: str) -> str | None:
-    """The last number-looking substring, raw (commas and sign kept)."""
-    found = _NUMBER_RE.findall(text)
-    return found[-1] if found else None
+def marked_answers(text: str, hash_marks: bool = True) -> list[str]:
+    """Every distinct non-empty marked answer: tags, boxes, and ``#### `` lines when
+    ``hash_marks``. A tag holding just a box counts as the box's content."""
+    marks = all_tagged(text) + all_boxed(text) + (_HASH_RE.findall(text) if hash_marks else [])
+    distinct: dict[str, None] = {}
+    for mark in marks:
+        key = " ".join(_unbox(mark).split())
+        if key:
+            distinct.setdefault(key)
+    return list(distinct)
 
 
-def last_word(text: str) -> str | None:
-    """The last run of ASCII letters; a fallback for word answers given without tags."""
-    found = _WORD_RE.findall(text)
-    return found[-1] if found else None
+def _unbox(mark: str) -> str:
+    """The content of a mark that is exactly one box, else the mark."""
+    opener = _BOX_RE.match(mark)
+    if opener is None or not mark.endswith("}"):
+        return mark
+    depth = 0
+    for ch in mark[opener.end():-1]:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth < 0:
+            return mark
+    return mark[opener.end():-1].strip() if depth == 0 else mark
 
 
 def normalize_number(text: str | None) -> str | None:
@@ -76,6 +126,11 @@ def normalize_number(text: str | None) -> str | None:
     so two answers are equal exactly when their normalised strings are equal.
     Currency signs, a trailing "%" or "." and LaTeX ``\\frac{a}{b}`` are tolerated.
     """
+    value = _number(text)
+    return None if value is None else format_fraction(value)
+
+
+def _number(text: str | None) -> Fraction | None:
     if text is None:
         return None
     s = text.strip().replace(",", "").replace("\\$", "").replace("$", "")
@@ -84,13 +139,12 @@ def normalize_number(text: str | None) -> str | None:
     if frac:
         s = f"{frac.group(1)}/{frac.group(2)}"
     try:
-        value = Fraction(s)
+        return Fraction(s)
     except (ValueError, ZeroDivisionError):
         return None
-    return _format_fraction(value)
 
 
-def _format_fraction(value: Fraction) -> str:
+def format_fraction(value: Fraction) -> str:
     """Integers plainly, terminating decimals exactly, everything else as p/q."""
     if value.denominator == 1:
         return str(value.numerator)
@@ -109,24 +163,66 @@ def _format_fraction(value: Fraction) -> str:
     return f"{sign}{digits[:-places]}.{digits[-places:]}"
 
 
-def extract_answer(text: str) -> str | None:
-    """The raw final answer: ``<answer>`` tags, then ``\\boxed{}``, then ``####``, then the
-    last number in the text. Returns None when the text holds no candidate at all."""
-    for extractor in (extract_tagged, extract_boxed, extract_hash):
-        found = extractor(text)
-        if found is not None:
-            return found
-    return last_number(text)
-
-
-def extract_number(text: str) -> str | None:
-    """The normalised final number of a completion, or None.
-
-    When the explicit answer is not a bare number ("<answer>8 apples</answer>"), its last
-    number is used, so wording around the number inside the tags is not punished.
-    """
-    raw = extract_answer(text)
-    if raw is None:
+def lone_number(text: str) -> Fraction | None:
+    """The one number of a short phrase of plain words ("8 apples", "The answer is 8."), or None
+    when there is not exactly one, or a word changes its value ("not 8", "8 thousand")."""
+    s = _UNIT_WRAP_RE.sub(lambda m: f" {m.group(1)} ", text)
+    if any(word.lower() in _VALUE_WORDS for word in _PLAIN_WORD_RE.findall(s)):
         return None
-    exact = normalize_number(raw)
-    return exact if exact is not None else normalize_number(last_number(raw))
+    s = _PLAIN_WORD_RE.sub(" ", s).strip().lstrip(":").strip().rstrip(".").strip()
+    if not s or any(c.isspace() for c in s):
+        return None
+    return _number(s)
+
+
+def scalar(text: str) -> algebra.Canonical | None:
+    """One value: a number, a polynomial, or a number among words; after an "=", its right side
+    ("x = 4" is 4); a relation such as "x < 4" or "x \\approx 4" is not a value."""
+    s = strict.unwrap(text)
+    if _RELATION_RE.search(s):
+        return None
+    s = s.rsplit("=", 1)[-1].strip()
+    number = _number(s)
+    if number is not None:
+        return algebra.of_constant(number)
+    poly = algebra.polynomial(s)
+    if poly is None or algebra.constant(poly) is None:
+        lone = lone_number(s)
+        if lone is not None:
+            return algebra.of_constant(lone)
+    return poly
+
+
+def value_of(text: str) -> Value | None:
+    """The value of an answer, or None when one of its items has none."""
+    layout = strict.shape(text)
+    if len(layout.items) > MAX_ITEMS or not layout.items:
+        return None
+    items = []
+    for item in layout.items:
+        canonical = scalar(item)
+        if canonical is None:
+            return None
+        items.append(canonical)
+    if layout.kind in ("set", "list"):
+        ordered = sorted(items)
+        items = [c for i, c in enumerate(ordered) if i == 0 or c != ordered[i - 1]]
+    return Value(layout.kind, layout.opener, layout.closer, tuple(items))
+
+
+def same_value(answer: str, target: str) -> bool:
+    """True iff ``answer`` has the value of ``target`` (see the module doc)."""
+    want, got = value_of(target), value_of(answer)
+    if want is None or got is None or want.items != got.items:
+        return False
+    if want.kind in ("set", "list"):
+        return got.kind in ("set", "list")
+    return (got.kind, got.opener, got.closer) == (want.kind, want.opener, want.closer)
+
+
+def show(value: Value) -> str:
+    """A deterministic spelling of a value, for diversity statistics ("7", "x^2 + 1", "{1, 2}")."""
+    parts = [format_fraction(c) if (c := algebra.constant(item)) is not None else algebra.describe(item)
+             for item in value.items]
+    joined = ", ".join(parts)
+    return {"set": f"{{{joined}}}", "tuple": f"{value.opener}{joined}{value.closer}"}.get(value.kind, joined)

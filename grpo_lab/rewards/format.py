@@ -9,9 +9,10 @@ from __future__ import annotations
 import ast
 import re
 
+from grpo_lab.rewards.extract import all_boxed
+
 _INTEGER_RE = re.compile(r"-?\d+")
-_TAGS_RE = re.compile(r"<answer>.*?</answer>", re.DOTALL | re.IGNORECASE)
-_BOXED_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_TAGS_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _FENCE_RE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _PYTHON_LANGS = {"python", "py", "python3"}
 
@@ -22,13 +23,14 @@ def is_integer(text: str) -> bool:
 
 
 def has_answer_tags(text: str) -> bool:
-    """True iff the text holds a closed ``<answer>...</answer>`` pair."""
-    return _TAGS_RE.search(text) is not None
+    """True iff the text holds a closed ``<answer>...</answer>`` pair with something in it: an
+    empty or blank pair is no answer, so it earns no format bonus."""
+    return any(content.strip() for content in _TAGS_RE.findall(text))
 
 
 def has_boxed(text: str) -> bool:
-    """True iff the text holds a ``\\boxed{`` (or ``\\fbox{``) opener."""
-    return _BOXED_RE.search(text) is not None
+    """True iff the text holds a closed ``\\boxed{...}`` (or ``\\fbox{...}``) with something in it."""
+    return any(all_boxed(text))
 
 
 def fenced_code(text: str) -> str | None:

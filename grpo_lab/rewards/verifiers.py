@@ -1,19 +1,19 @@
 """The field's math verifier, math-verify (Hugging Face), for answers in the natural register.
 
-The built-in extractor (``extract.py``) compares one normalised number, which is what the compact
-register and GSM8K need. Natural-register answers come as LaTeX, ``\\boxed{}``, fractions, roots,
-sets, intervals and expressions; math-verify parses both sides to sympy and compares them. The
-answer inside ``<answer>`` tags is parsed first (the task's own format), then the whole text. math-verify
-bounds parsing and comparison with SIGALRM, which only the main thread may set: elsewhere it runs
-unbounded rather than failing every answer.
+The built-in extractor (``extract.py``) compares exact values (rationals, polynomials, lists and
+sets of them), which is what the compact register and GSM8K need. Natural-register answers come as
+LaTeX, ``\\boxed{}``, fractions, roots, sets, intervals and expressions; math-verify parses both
+sides to sympy and compares them. It is given one marked final answer (the content of a tag or
+box, chosen by the task after its hedge checks, ``rewards/strict.py``), never the whole
+completion: math-verify reads the last answer-like span of a text, which would let unmarked or
+hedged text earn credit. math-verify bounds parsing and comparison with SIGALRM, which only the
+main thread may set: elsewhere it runs unbounded rather than failing every answer.
 """
 
 from __future__ import annotations
 
 import threading
 from functools import lru_cache
-
-from grpo_lab.rewards.extract import extract_tagged
 
 TIMEOUT_S = 5  # math-verify's own default per parse and per comparison
 
@@ -42,15 +42,15 @@ def _gold(target: str):
     return parse(f"${target}$", parsing_timeout=_timeout()) or parse(target, parsing_timeout=_timeout())
 
 
-def math_equal(target: str, completion: str) -> tuple[bool, str | None]:
-    """(is the completion's answer equal to ``target``, the parsed answer's text or None)."""
+def math_equal(target: str, marked: str) -> tuple[bool, str | None]:
+    """(is the marked answer equal to ``target``, the parsed answer's text or None); the answer
+    is parsed as LaTeX math first, then as plain text."""
     from math_verify import parse, verify
 
-    tagged = extract_tagged(completion)
     try:
-        answer = parse(f"${tagged}$", parsing_timeout=_timeout()) if tagged is not None else []
+        answer = parse(f"${marked}$", parsing_timeout=_timeout())
         if not answer:
-            answer = parse(completion, parsing_timeout=_timeout())
+            answer = parse(marked, parsing_timeout=_timeout())
         if not answer:
             return False, None
         return bool(verify(_gold(str(target)), answer, timeout_seconds=_timeout())), str(answer[-1])

@@ -8,6 +8,11 @@ Levels grow the chain (2, 3, 4 people or letters) and the expression (2, 3, 4 op
 
 Data files hold ``question`` and ``answer``; answers are compared after normalisation
 (case, surrounding punctuation, and true/false/yes/no spellings of booleans).
+
+Grading is strict (``rewards/strict.py``): in the natural register only an answer inside
+``<answer>`` tags or a ``\\boxed{}`` counts (the last word of untagged text does not), every distinct
+marked answer must be the target, and none may name more candidates than the target does
+(``Ann or Bob``, ``Ann, Bob``). The compact register reads the whole completion, exactly.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from __future__ import annotations
 import random
 import re
 
-from grpo_lab.rewards.extract import extract_boxed, extract_tagged, last_word
+from grpo_lab.rewards import strict
+from grpo_lab.rewards.extract import marked_answers
 from grpo_lab.rewards.format import has_answer_tags, has_boxed
 from grpo_lab.tasks._common import BaseTask, Draft, content_id
 from grpo_lab.tasks.base import Problem, Score
@@ -103,14 +109,6 @@ def _compact_format_ok(completion: str, target: str) -> bool:
     return bool(text) and not any(c.isspace() for c in text)
 
 
-def extract_natural(completion: str) -> str | None:
-    """Tagged answer, else boxed, else the last word: weak models often forget the tags."""
-    for found in (extract_tagged(completion), extract_boxed(completion), last_word(completion)):
-        if found is not None:
-            return found
-    return None
-
-
 class LogicTask(BaseTask):
     """Ordering and boolean puzzles with a binary exact-answer reward."""
 
@@ -134,7 +132,7 @@ class LogicTask(BaseTask):
         return Draft(content_id(question), prompt, answer, solution, int(record.get("difficulty", 0)))
 
     def score(self, problems: list[Problem], completions: list[str]) -> list[Score]:
-        """Compact answers must match exactly; natural ones after normalisation."""
+        """Compact answers must match exactly; natural ones, marked, after normalisation."""
         scores = []
         for problem, completion in zip(problems, completions, strict=True):
             target = str(problem.target)
@@ -143,8 +141,9 @@ class LogicTask(BaseTask):
                 correct = float(answer == target)
                 format_ok = _compact_format_ok(completion, target)
             else:
-                answer = normalize_answer(extract_natural(completion))
-                correct = float(answer is not None and answer == normalize_answer(target))
+                want = normalize_answer(target)
+                correct, answer = strict.grade(marked_answers(completion, hash_marks=False), target,
+                                               lambda mark: (normalize_answer(mark) == want, normalize_answer(mark)))
                 format_ok = has_answer_tags(completion) or has_boxed(completion)
             scores.append(Score(correct, format_ok, answer, {"correct": correct, "format": float(format_ok)}))
         return scores

@@ -6,10 +6,19 @@ model learns sums of one-digit numbers quickly but barely learns two-digit addit
 Natural levels: 0 "What is a + b?" (a, b <= 10); 1 one-step word problems; 2 two-step word
 problems; the answer goes inside <answer></answer> tags.
 
+Grading is strict (``rewards/strict.py``). In the natural register only a marked answer counts:
+``<answer>`` tags, ``\\boxed{}`` or GSM8K's ``#### N``; text outside the marks earns nothing. Every
+distinct marked answer must equal the target, and none may name more candidates than the target
+does (``3 or 4``, ``\\pm 4``, ``3, 4`` or ``\\{4\\}`` for the target 4 score 0; so do
+``\\boxed{3} ... \\boxed{4}``). The compact register reads the whole completion as the answer.
+Answers are compared by value (``rewards/extract.py``): ``2+2`` is 4, ``1 + x`` is ``x+1``, ``1, 2``
+is the set ``\\{1, 2\\}``, "8 apples" is 8.
+
 Data files use GSM8K's format: ``question`` and ``answer`` whose last line is ``#### N``
-(a bare number is accepted too); see ``_common`` for how records are split. With
-``verifier="math-verify"`` natural-register answers are checked by math-verify (LaTeX, sets,
-intervals, expressions; ``rewards/verifiers.py``) and data answers need not be numbers.
+(a bare answer is accepted too: a number, an expression, a list or set of them); see ``_common``
+for how records are split. With ``verifier="math-verify"`` a natural-register answer the value
+comparison does not accept is checked by math-verify (LaTeX, roots, intervals, expressions;
+``rewards/verifiers.py``), and data answers may be any LaTeX.
 """
 
 from __future__ import annotations
@@ -17,8 +26,8 @@ from __future__ import annotations
 import random
 import re
 
-from grpo_lab.rewards import verifiers
-from grpo_lab.rewards.extract import extract_hash, extract_number, normalize_number
+from grpo_lab.rewards import strict, verifiers
+from grpo_lab.rewards.extract import extract_hash, marked_answers, normalize_number, same_value, show, value_of
 from grpo_lab.rewards.format import has_answer_tags, has_boxed, is_integer
 from grpo_lab.tasks._common import BaseTask, Draft, content_id
 from grpo_lab.tasks.base import Problem, Score
@@ -110,7 +119,7 @@ def natural_draft(rng: random.Random, level: int) -> Draft:
 
 
 class MathTask(BaseTask):
-    """Arithmetic with exact-match reward on the normalised final number."""
+    """Arithmetic with a strict exact-value reward: one marked answer, equal to the target."""
 
     name = "math"
 
@@ -127,12 +136,12 @@ class MathTask(BaseTask):
 
     def _record_draft(self, record: dict) -> Draft:
         question, answer = str(record["question"]).strip(), str(record["answer"])
-        raw = extract_hash(answer)
-        target = normalize_number(raw if raw is not None else answer)
-        if target is None and self.verifier == "math-verify" and (raw or answer).strip():
-            target = (raw or answer).strip()  # a LaTeX answer, compared by math-verify
+        raw = (extract_hash(answer) if extract_hash(answer) is not None else answer).strip()
+        target = normalize_number(raw)
+        if target is None and raw and (self.verifier == "math-verify" or value_of(raw) is not None):
+            target = raw  # an expression, list or LaTeX answer, compared by value or by math-verify
         if target is None:
-            raise ValueError(f"math record has no numeric answer: {answer[-80:]!r}")
+            raise ValueError(f"math record has no numeric answer (nor an expression, list or set): {answer[-80:]!r}")
         if self.register == "compact":
             prompt, solution = question, target
         else:
@@ -142,18 +151,27 @@ class MathTask(BaseTask):
         return Draft(content_id(question), prompt, target, solution, int(record.get("difficulty", 0)))
 
     def score(self, problems: list[Problem], completions: list[str]) -> list[Score]:
-        """Reward 1.0 iff the extracted number equals the target; format is reported apart."""
+        """Reward 1.0 iff the answer is strictly right (see the module doc); format is reported apart."""
         scores = []
-        verify = self.verifier == "math-verify" and self.register == "natural"
         for problem, completion in zip(problems, completions, strict=True):
-            answer = extract_number(completion)
-            correct = float(answer is not None and answer == normalize_number(str(problem.target)))
-            if verify and not correct:
-                equal, parsed = verifiers.math_equal(str(problem.target), completion)
-                correct, answer = float(equal), parsed if equal else answer
+            target = str(problem.target)
             if self.register == "compact":
+                marks = [completion.strip()] if completion.strip() else []
                 format_ok = is_integer(completion)
             else:
+                marks = marked_answers(completion)
                 format_ok = has_answer_tags(completion) or has_boxed(completion)
+            correct, answer = strict.grade(marks, target, lambda mark: self._equal(target, mark))
             scores.append(Score(correct, format_ok, answer, {"correct": correct, "format": float(format_ok)}))
         return scores
+
+    def _equal(self, target: str, mark: str) -> tuple[bool, str | None]:
+        """(does one marked answer equal the target, its normalised spelling or None)."""
+        value = value_of(mark)
+        shown = show(value) if value is not None else None
+        if same_value(mark, target):
+            return True, shown
+        if self.verifier == "math-verify" and self.register == "natural":
+            equal, parsed = verifiers.math_equal(target, mark)
+            return equal, parsed if equal else shown
+        return False, shown

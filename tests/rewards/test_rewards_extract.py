@@ -1,16 +1,18 @@
-"""Answer extraction and format helpers: the edge cases that decide a math reward."""
+"""Answer extraction, comparison by value and format helpers: the edge cases that decide a math reward."""
 
 import pytest
 
 from grpo_lab.rewards.extract import (
-    extract_answer,
-    extract_boxed,
+    all_boxed,
+    all_tagged,
     extract_hash,
-    extract_number,
     extract_tagged,
-    last_number,
-    last_word,
+    lone_number,
+    marked_answers,
     normalize_number,
+    same_value,
+    show,
+    value_of,
 )
 from grpo_lab.rewards.format import (
     called_names,
@@ -43,13 +45,17 @@ def test_tagged_takes_last_closed_tag_and_tolerates_truncation():
     assert extract_tagged("reasoning <answer>17") == "17"
     assert extract_tagged("no tags here") is None
     assert extract_tagged("<answer>\n3\n</answer>") == "3"
+    assert all_tagged("<answer>1</answer> x <answer>2</answer> <answer>3") == ["1", "2", "3"]
+    assert all_tagged("<answer>1</answer> <answer></answer>") == ["1", ""]
 
 
-def test_boxed_handles_nested_braces_and_picks_last():
-    assert extract_boxed(r"\boxed{1} then \boxed{\frac{1}{2}}") == r"\frac{1}{2}"
-    assert extract_boxed(r"\boxed{{a}{b}}") == "{a}{b}"
-    assert extract_boxed(r"\boxed{unclosed") is None
-    assert extract_boxed("nothing") is None
+def test_boxes_are_found_nested_escaped_and_in_order():
+    assert all_boxed(r"\boxed{1} then \boxed{\frac{1}{2}}") == ["1", r"\frac{1}{2}"]
+    assert all_boxed(r"\boxed{{a}{b}}") == ["{a}{b}"]
+    assert all_boxed(r"\boxed{\boxed{4}}") == [r"\boxed{4}", "4"]
+    assert all_boxed(r"\boxed{\{1, 2\}} \fbox{3}") == [r"\{1, 2\}", "3"]
+    assert all_boxed(r"\boxed{unclosed") == [] and all_boxed("nothing") == []
+    assert all_boxed(r"\boxed{1} \boxed{unclosed") == ["1"]
 
 
 def test_hash_marker_reads_to_end_of_line():
@@ -58,43 +64,66 @@ def test_hash_marker_reads_to_end_of_line():
 
 
 @pytest.mark.parametrize(
-    "text, expected",
+    "text, marks",
     [
-        ("10-3=7", "7"), ("so x=-3", "-3"), ("f(2)-1", "1"), ("list 1,2,3", "3"),
-        ("I have 1,000 apples", "1,000"), ("The answer is 42.", "42"), ("pi is 3.14", "3.14"),
-        ("none", None), ("a2b", "2"),
+        ("5 \\boxed{6}\n#### 7\n<answer>8</answer> 9", ["8", "6", "7"]),
+        ("#### 7 <answer>7</answer>", ["7", "7 <answer>7</answer>"]),  # a #### mark runs to the line's end
+        (r"<answer>\boxed{ 4 }</answer> so \boxed{4}", ["4"]),  # a tag holding a box is the box
+        ("<answer>4</answer> <answer> 4 </answer>", ["4"]),  # repeats are one answer
+        (r"\boxed{3} or \boxed{4}", ["3", "4"]),
+        ("<answer>3</answer> <answer>4", ["3", "4"]),
+        ("<answer></answer> <answer>  </answer> \\boxed{}", []),
+        ("The answer is 3. 4", []),  # unmarked text holds no answer
     ],
 )
-def test_last_number(text, expected):
-    assert last_number(text) == expected
+def test_marked_answers_are_every_distinct_mark(text, marks):
+    assert marked_answers(text) == marks
 
 
-def test_extraction_priority_tags_boxed_hash_last_number():
-    assert extract_answer(r"5 \boxed{6} #### 7 <answer>8</answer> 9") == "8"
-    assert extract_answer(r"5 \boxed{6} #### 7 9") == "6"
-    assert extract_answer("5 #### 7\n9") == "7"
-    assert extract_answer("5 then 9") == "9"
-    assert extract_answer("no answer") is None
+def test_hash_marks_can_be_left_out():
+    assert marked_answers("#### 7") == ["7"] and marked_answers("#### 7", hash_marks=False) == []
 
 
-def test_extract_number_reads_numbers_inside_wordy_answers():
-    assert extract_number("<answer>8 apples</answer>") == "8"
-    assert extract_number("<answer>$1,000.00</answer>") == "1000"
-    assert extract_number(r"\boxed{\frac{1}{2}}") == "0.5"
-    assert extract_number("<answer>none</answer>") is None
-    assert extract_number("Total: 3 + 4 = 7.") == "7"
+@pytest.mark.parametrize(
+    "text, number",
+    [("8 apples", "8"), ("The answer is 8.", "8"), ("$1,000.00", "1000"), ("5\\text{ cm}", "5"),
+     ("answer: -3", "-3"), ("not 8", None), ("8 thousand", None), ("about 8", None), ("8 and 9", None),
+     ("x 8", None), ("8x", None), ("4!", None), ("none", None)],
+)
+def test_lone_number_is_one_number_among_plain_words(text, number):
+    value = lone_number(text)
+    assert (normalize_number(str(value)) if value is not None else None) == number
 
 
-def test_last_word():
-    assert last_word("The tallest is Bob.") == "Bob"
-    assert last_word("123 !") is None
+@pytest.mark.parametrize(
+    "answer, target, equal",
+    [
+        ("2+2", "4", True), ("2*(3+4)/7", "2", True), ("1 + x", "x+1", True), ("(x+1)^2", "x^2+2x+1", True),
+        ("1, 2", "\\{1,2\\}", True), ("2, 1", "1, 2", True), ("\\{2, 1\\}", "1, 2", True),
+        ("x = 4", "4", True), ("\\frac{8}{2}", "4", True), ("4.0", "4", True), ("2-2", "0", True),
+        ("(1, 2]", "(1,2]", True), ("[1, 2]", "(1,2]", False), ("(2, 1)", "(1, 2)", False),
+        ("3, 4", "4", False), ("\\{4\\}", "4", False), ("3 4", "4", False), ("34", "4", False),
+        ("x < 4", "4", False), ("x \\approx 4", "4", False), ("\\sqrt{16}", "4", False), ("2x", "2", False),
+        ("2\\frac{1}{2}", "1", False), ("1, 2, 3", "1, 2", False), ("x^99", "x^99", False),
+    ],
+)
+def test_same_value(answer, target, equal):
+    assert same_value(answer, target) is equal
+
+
+def test_values_show_one_spelling():
+    assert [show(value_of(t)) for t in ("2+2", "1 + x", "0.50", "2, 1", "\\{1\\}", "(1, 2]")] == [
+        "4", "x + 1", "0.5", "1, 2", "{1}", "(1, 2]"]
 
 
 def test_format_helpers():
     assert is_integer(" -12\n") and is_integer("0")
     assert not is_integer("12 apples") and not is_integer("1.0") and not is_integer("") and not is_integer("--1")
     assert has_answer_tags("x <answer>1</answer>") and not has_answer_tags("<answer>1")
+    assert not has_answer_tags("<answer></answer>") and not has_answer_tags("<answer> \n </answer>")
+    assert has_answer_tags("<answer></answer> <answer>2</answer>")
     assert has_boxed(r"\boxed{2}") and not has_boxed("boxed 2")
+    assert not has_boxed(r"\boxed{}") and not has_boxed(r"\boxed{  }") and not has_boxed(r"\boxed{2")
     assert parses_as_expression("3*x+1") and parses_as_expression(" x ")
     assert not parses_as_expression("x=1") and not parses_as_expression("") and not parses_as_expression("3*")
 

@@ -99,14 +99,14 @@ def test_compact_scoring_is_exact():
     assert [s.format_ok for s in scores] == [True, True, False, False, True, True, False, False]
 
 
-def test_natural_scoring_normalises_and_falls_back():
+def test_natural_scoring_normalises_and_needs_a_mark():
     task = LogicTask("natural")
     problems = task.problems("train", 100, seed=0, difficulty=0)
     person = next(p for p in problems if p.target not in ("True", "False"))
     flag = next(p for p in problems if p.target in ("True", "False"))
     cases = [
         (person, f"<answer>{person.target.lower()}.</answer>", 1.0, True),
-        (person, f"I think the answer is {person.target}", 1.0, False),
+        (person, f"I think the answer is {person.target}", 0.0, False),  # no tag, no box: no answer
         (person, "<answer>Nobody</answer>", 0.0, True),
         (flag, f"<answer>{flag.target.upper()}</answer>", 1.0, True),
         (flag, f"\\boxed{{{flag.target[0]}}}", 1.0, True),

@@ -105,7 +105,7 @@ def test_compact_scoring_and_format():
     scores = task.score([p] * len(completions), completions)
     assert [s.reward for s in scores] == [1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0]
     assert [s.format_ok for s in scores] == [True, True, True, False, False, False, False]
-    assert [s.answer for s in scores] == [t, t, str(int(t) + 1), t, None, None, t]
+    assert [s.answer for s in scores] == [t, t, str(int(t) + 1), t, None, "x", t]  # "x" is a polynomial
     assert scores[0].components == {"correct": 1.0, "format": 1.0}
     assert scores[2].components == {"correct": 0.0, "format": 1.0}
 
@@ -117,7 +117,7 @@ def test_natural_scoring_and_format():
     completions = [f"<answer>{right}</answer>", f"\\boxed{{{right}}}", f"The answer is {right}.",
                    f"<answer>{wrong}</answer>", f"<answer>{right}.0</answer>", "no idea"]
     scores = task.score([p] * len(completions), completions)
-    assert [s.reward for s in scores] == [1.0, 1.0, 1.0, 0.0, 1.0, 0.0]
+    assert [s.reward for s in scores] == [1.0, 1.0, 0.0, 0.0, 1.0, 0.0]  # an unmarked answer earns nothing
     assert [s.format_ok for s in scores] == [True, True, False, True, True, False]
 
 

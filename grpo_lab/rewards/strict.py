@@ -1,0 +1,151 @@
+"""Strict grading: an answer that names more candidates than the reference answer earns nothing.
+
+GRPO learns whatever a reward pays for. A grader that reads "the last number" or takes the first
+item of a list pays for hedging: ``3 or 4``, ``\\pm 4``, ``3, 4`` and ``\\{3, 4\\}`` all contain the
+right 4. A careful grader gives them 0, and so do the math, logic and reasoning-gym tasks: before
+an answer is compared with the reference, :func:`names_more` counts its candidates in each of a
+few measures and refuses it when any count exceeds the reference's own. The measures are relative
+to the reference, so a reference that itself says "x = 1 or x = 2" or lists three values lets the
+answer do as much, and no more.
+
+Measures (:func:`counts`):
+
+- ``alternatives``: the word "or" and plus-minus signs (``±``, ``∓``, ``\\pm``, ``\\mp``, ``+/-``);
+- ``items``: top-level items separated by commas, semicolons or line breaks (a thousands group such
+  as ``1,000`` is one number), inside the outer brackets of a set, tuple or interval;
+- ``collection``: 1 for a set, tuple, interval or list, 0 for a single value, so ``\\{4\\}`` is not 4;
+- ``numbers`` and ``words``: runs of digits and of letters, for free-text answers (reasoning-gym)
+  whose scorers read only the first number or the first words.
+
+Everything here is a pure, linear-time function of the text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+_OR_RE = re.compile(r"(?<![A-Za-z\\])or(?![A-Za-z])", re.IGNORECASE)
+_PM_RE = re.compile(r"±|∓|\\pm(?![A-Za-z])|\\mp(?![A-Za-z])|\+\s*/\s*-")
+_THOUSANDS_RE = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
+_WORD_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]+")  # a LaTeX command such as \frac is markup, not a word
+_DELIMITERS = (("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+_OPEN, _CLOSE = "([{", ")]}"
+_SEPARATORS = ",;\n"
+
+STRUCTURE = ("alternatives", "items", "collection")  # what math and logic compare; values do the rest
+ALL = (*STRUCTURE, "numbers", "words")
+
+
+class Shape(NamedTuple):
+    """How an answer is laid out: ``kind`` is scalar, list, set or tuple (tuples include intervals,
+    whose ``opener``/``closer`` tell ``(1,2]`` from ``[1,2]``); ``items`` are the raw item texts."""
+
+    kind: str
+    opener: str
+    closer: str
+    items: tuple[str, ...]
+
+
+class Counts(NamedTuple):
+    alternatives: int
+    items: int
+    collection: int
+    numbers: int
+    words: int
+
+
+def unwrap(text: str) -> str:
+    """``text`` without surrounding blanks, math delimiters ($...$, \\(...\\), \\[...\\]) and
+    ``\\left``/``\\right`` sizing, which change nothing about the value."""
+    s = text.strip().replace("\\left", "").replace("\\right", "")
+    for opener, closer in _DELIMITERS:
+        if len(s) >= len(opener) + len(closer) and s.startswith(opener) and s.endswith(closer):
+            s = s[len(opener):len(s) - len(closer)].strip()
+    return s
+
+
+def shape(text: str) -> Shape:
+    """The layout of an answer; brackets that enclose the whole answer and hold a top-level
+    separator make it a set (braces) or a tuple/interval (parentheses and square brackets)."""
+    s = unwrap(text)
+    braces = s.startswith("\\{") and s.endswith("\\}")
+    plain = s.replace("\\{", "{").replace("\\}", "}")
+    if len(plain) >= 2 and plain[0] in _OPEN and plain[-1] in _CLOSE and _encloses(plain):
+        inner = _split(plain[1:-1])
+        if braces or (plain[0] == "{" and len(inner) > 1):
+            return Shape("set", "{", "}", inner)
+        if len(inner) > 1:
+            return Shape("tuple", plain[0], plain[-1], inner)
+    items = _split(plain)
+    return Shape("list" if len(items) > 1 else "scalar", "", "", items)
+
+
+def counts(text: str) -> Counts:
+    """The candidate counts of an answer in every measure (see the module doc)."""
+    layout = shape(text)
+    return Counts(
+        alternatives=len(_OR_RE.findall(text)) + len(_PM_RE.findall(text)),
+        items=len(layout.items),
+        collection=int(layout.kind != "scalar"),
+        numbers=len(_NUMBER_RE.findall(_THOUSANDS_RE.sub("0", text))),
+        words=len(_WORD_RE.findall(text)),
+    )
+
+
+def names_more(answer: str, reference: str, measures: tuple[str, ...] = STRUCTURE) -> bool:
+    """True iff ``answer`` names more candidates than ``reference`` in any of ``measures``."""
+    mine, theirs = counts(answer), counts(reference)
+    return any(getattr(mine, m) > getattr(theirs, m) for m in measures)
+
+
+def _encloses(s: str) -> bool:
+    """True iff the bracket opened at ``s[0]`` closes at ``s[-1]`` (of any kind: intervals mix)."""
+    depth = 0
+    for i, ch in enumerate(s):
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                return i == len(s) - 1
+    return False
+
+
+def _split(s: str) -> tuple[str, ...]:
+    """Top-level items of ``s`` (outside brackets); commas inside a thousands group do not split.
+    Empty items are dropped, so a trailing comma is not a second candidate."""
+    protected = {m.start() + i for m in _THOUSANDS_RE.finditer(s) for i, ch in enumerate(m.group()) if ch == ","}
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(s):
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth = max(depth - 1, 0)
+        elif ch in _SEPARATORS and depth == 0 and i not in protected:
+            items.append(s[start:i])
+            start = i + 1
+    items.append(s[start:])
+    return tuple(item.strip() for item in items if item.strip())
+
+
+MAX_MARKS = 4  # more distinct marked answers than this is a list of guesses, not an answer
+
+
+def grade(marks: list[str], reference: str, equal, measures: tuple[str, ...] = STRUCTURE) -> tuple[float, str | None]:
+    """(reward, the last answer as shown by ``equal``) of a completion's distinct marked answers.
+
+    1.0 iff there is at least one mark and at most MAX_MARKS, none names more candidates than
+    ``reference`` in ``measures``, and ``equal(mark) -> (bool, shown)`` holds for every one: two
+    boxes or tags that disagree are a hedge, and a hedge earns 0 whichever of them is right."""
+    if not marks or len(marks) > MAX_MARKS:
+        return 0.0, None
+    shown = None
+    for mark in marks:
+        if names_more(mark, reference, measures):
+            return 0.0, None
+        ok, shown = equal(mark)
+        if not ok:
+            return 0.0, shown
+    return 1.0, shown
