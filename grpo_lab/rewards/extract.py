@@ -93,16 +93,18 @@ def extract_hash(text: str) -> str | None:
     return found[-1].strip() if found else None
 
 
-def marked_answers(text: str, hash_marks: bool = True) -> list[str]:
-    """Every distinct non-empty marked answer: tags, boxes, and ``#### `` lines when
-    ``hash_marks``. A tag holding just a box counts as the box's content."""
-    marks = all_tagged(text) + all_boxed(text) + (_HASH_RE.findall(text) if hash_marks else [])
-    distinct: dict[str, None] = {}
+def marked_answers(text: str, boxes: bool = True, hash_marks: bool = True) -> list[str]:
+    """Every distinct non-empty marked answer, stripped: tags, and boxes and ``#### `` lines when
+    asked for. A tag holding just a box counts as the box's content; marks that differ only in
+    blanks are one."""
+    marks = all_tagged(text) + (all_boxed(text) if boxes else []) + (_HASH_RE.findall(text) if hash_marks else [])
+    distinct: dict[str, str] = {}  # blank-collapsed text -> the first such mark, as written
     for mark in marks:
-        key = " ".join(_unbox(mark).split())
+        mark = _unbox(mark.strip())
+        key = " ".join(mark.split())
         if key:
-            distinct.setdefault(key)
-    return list(distinct)
+            distinct.setdefault(key, mark)
+    return list(distinct.values())
 
 
 def _unbox(mark: str) -> str:

@@ -3,18 +3,33 @@
 Each level is one dataset built from the dataset's curriculum at that global level (reasoning-gym's
 own difficulty settings; a dataset without a curriculum has one level). Problems are entries of
 that dataset at indices drawn by the task's seeded sampler; the split of an entry is a hash of its
-question, as for every task, so train and test never share a question. The reward is the dataset's
-own ``score_answer`` on the answer inside ``<answer>`` tags (natural) or the whole completion
-(compact). The run id records reasoning-gym's version: a new version may generate other questions.
+question, as for every task, so train and test never share a question. The answer is the content
+of the ``<answer>`` tags (natural) or the whole completion (compact). The run id records
+reasoning-gym's version: a new version may generate other questions.
+
+Scoring (``reward.scoring``):
+
+- ``strict`` (default): 1.0 when the dataset's own ``score_answer`` gives full credit **and** the
+  answer names no more candidates than the dataset's reference answer (alternatives, list items,
+  numbers, words: ``rewards/strict.py``), else 0. Every distinct tagged answer must earn it. The
+  datasets' scorers pay partial credit that a hedge can collect (the base rule pays
+  len(reference)/len(answer) when the reference is a substring, so "A or B" earns ~1/2; gsm_symbolic
+  reads the first number, letter_jumble the first words; countdown, fraction_simplification and
+  prime_factorization pay 0.01 for anything), so strict pays only a clean, complete answer. A
+  dataset whose own reference answers do not earn full credit (propositional_logic accepts any
+  valid conclusion and scores its reference 0) is refused at load under strict scoring.
+- ``lenient``: the dataset's own ``score_answer`` of the last tagged answer, partial credit included.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import random
 from importlib.metadata import version
 
-from grpo_lab.rewards.extract import extract_tagged
+from grpo_lab.rewards import strict
+from grpo_lab.rewards.extract import extract_tagged, marked_answers
 from grpo_lab.rewards.format import has_answer_tags
 from grpo_lab.tasks._common import BUILTIN_LEVELS, BaseTask, Draft, content_id
 from grpo_lab.tasks.base import Problem, Score
@@ -22,6 +37,9 @@ from grpo_lab.tasks.base import Problem, Score
 _INSTRUCTION = "Give the final answer inside <answer></answer> tags."
 _SIZE = 1_000_000  # index range per level; entries are generated on access, so size costs nothing
 _SEED = 20_250_101  # the datasets' own seed: the problem space, not the sampling, is fixed by it
+SCORINGS = ("strict", "lenient")
+_FULL = 1.0 - 1e-9  # scorers that sum per-part credit reach 1.0 only up to rounding
+_CHECKED = 3  # reference answers per level scored at load under strict scoring
 
 
 def _library():
@@ -42,14 +60,21 @@ def rg_entry(name: str):
         raise ValueError(f"unknown reasoning-gym dataset {dataset!r} in task {name!r}{suggest(dataset, known)}; "
                          f"{len(known)} datasets, e.g. {', '.join(sorted(known)[:5])}")
     return TaskEntry(name, "family", functools.partial(RGTask, dataset),
-                     f"reasoning-gym=={version('reasoning-gym')}:{dataset}", f"reasoning-gym's {dataset}")
+                     f"reasoning-gym=={version('reasoning-gym')}:{dataset}",
+                     f"reasoning-gym's {dataset}; scorer: strict (full credit from its score_answer and no more "
+                     "candidates than its reference answer, else 0), or its own score_answer with "
+                     "reward.scoring: lenient")
 
 
 class RGTask(BaseTask):
-    """One reasoning-gym dataset, levels from its curriculum, reward = its score_answer."""
+    """One reasoning-gym dataset, levels from its curriculum, reward = its score_answer, strictly."""
 
-    def __init__(self, dataset: str, register: str = "natural", levels: int | None = None, **kw):
+    def __init__(self, dataset: str, register: str = "natural", levels: int | None = None,
+                 scoring: str = "strict", **kw):
+        if scoring not in SCORINGS:
+            raise ValueError(f"unknown scoring {scoring!r} for task rg:{dataset}; known: {', '.join(SCORINGS)}")
         self.dataset = dataset
+        self.scoring = scoring
         self.name = f"rg:{dataset}"
         factory = _library()
         self._curriculum = dataset in factory.CURRICULA
@@ -61,6 +86,21 @@ class RGTask(BaseTask):
         self._datasets: dict[int, object] = {}
         super().__init__(register, levels=levels or most,
                          **{k: v for k, v in kw.items() if k not in ("data_path", "data")})
+        if scoring == "strict":
+            self._check_reference_answers()
+
+    def _check_reference_answers(self) -> None:
+        """Refuse a dataset whose scorer does not give its own reference answers full credit:
+        strict scoring would pay nothing for any answer, whatever the model learns."""
+        for level in range(self.levels):
+            for index in range(_CHECKED):
+                entry = self._dataset(level)[index]
+                reward = self._raw_score(level, str(entry["answer"]), entry)
+                if reward < _FULL:
+                    raise ValueError(
+                        f"task {self.name}: reasoning-gym's scorer gives the dataset's own reference answer "
+                        f"{reward:g} (level {level}, entry {index}), so strict scoring would pay nothing; "
+                        "set reward.scoring: lenient to train on its own partial credit")
 
     def _dataset(self, level: int):
         if level not in self._datasets:
@@ -88,12 +128,26 @@ class RGTask(BaseTask):
         for problem, completion in zip(problems, completions, strict=True):
             if self.register == "compact":
                 answer, format_ok = completion.strip() or None, bool(completion.strip())
+                marks = [answer] if answer else []
             else:
                 answer, format_ok = extract_tagged(completion), has_answer_tags(completion)
-            try:
-                reward = float(self._dataset(problem.difficulty).score_answer(answer, problem.target))
-            except Exception:  # a dataset's scorer failing on odd model text: no credit
-                reward = 0.0
-            reward = min(max(reward, 0.0), 1.0)
+                marks = marked_answers(completion, boxes=False, hash_marks=False)
+            reward = self._reward(problem, answer, marks)
             scores.append(Score(reward, format_ok, answer, {"correct": float(reward == 1.0), "format": float(format_ok)}))
         return scores
+
+    def _reward(self, problem: Problem, answer: str | None, marks: list[str]) -> float:
+        """Lenient: the dataset's score of the last answer. Strict: see the module doc."""
+        level, entry = problem.difficulty, problem.target
+        if self.scoring == "lenient":
+            return self._raw_score(level, answer, entry)
+        full = lambda mark: (self._raw_score(level, mark, entry) >= _FULL, mark)
+        return strict.grade(marks, str(entry["answer"]), full, strict.ALL)[0]
+
+    def _raw_score(self, level: int, answer: str | None, entry: dict) -> float:
+        """The dataset's own score_answer, in [0, 1]; a scorer failing on odd model text scores 0."""
+        try:
+            reward = float(self._dataset(level).score_answer(answer, entry))
+        except Exception:
+            reward = 0.0
+        return min(max(reward, 0.0), 1.0) if math.isfinite(reward) else 0.0
