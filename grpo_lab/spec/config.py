@@ -146,7 +146,7 @@ def plugin_identity(cfg: RunConfig) -> dict:
 # Settings added after runs were recorded, dropped from the dump at their defaults so those runs
 # keep their ids.
 _LATER_DEFAULTS = {"sandbox": "bwrap", "data": None}
-_LATER_REWARD_DEFAULTS = {"function": None, "functions": [], "verifier": "extract"}
+_LATER_REWARD_DEFAULTS = {"function": None, "functions": [], "verifier": "extract", "scoring": "strict"}
 
 
 def comparable(dump: dict) -> dict:

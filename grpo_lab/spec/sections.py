@@ -87,6 +87,10 @@ class RewardConfig(Strict):
     verifier: Literal["extract", "math-verify"] = Field(
         "extract", description="how natural-register math answers are checked: the built-in number "
                                "extractor, or math-verify (LaTeX, \\boxed{}, fractions; the `verifiers` extra)")
+    scoring: Literal["strict", "lenient"] = Field(
+        "strict", description="rg:<dataset> tasks: strict (1.0 only for full credit from the dataset's scorer "
+                              "and no more candidates than its reference answer, else 0) or lenient (the "
+                              "dataset's own score_answer, partial credit for hedges included)")
 
     @model_validator(mode="after")
     def _one_way(self) -> "RewardConfig":

@@ -165,6 +165,8 @@ def task_options(cfg: RunConfig, name: str) -> dict:
         options["sandbox"] = cfg.sandbox
     if name == "math" and cfg.reward.verifier != "extract":
         options["verifier"] = cfg.reward.verifier
+    if name.startswith("rg:") and cfg.reward.scoring != "strict":
+        options["scoring"] = cfg.reward.scoring
     return {k: v for k, v in options.items() if v is not None or k in ("data_path", "difficulty")}
 
 

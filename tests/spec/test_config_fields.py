@@ -73,6 +73,7 @@ SCATTERED = {
     (C.RewardConfig, "format"),  # trainer/scoring.py: the bonus in shape terms, the mask in loss_mask
     (C.RewardConfig, "shape_mode"),  # trainer/scoring.py and preflight
     (C.RewardConfig, "verifier"),  # trainer/setup.py passes it to the math task
+    (C.RewardConfig, "scoring"),  # trainer/setup.py passes it to rg: tasks
     (C.LossConfig, "mask"),  # trainer/scoring.loss_mask
     (C.TrainBackendConfig, "zero_stage"),  # DeepSpeed's own stages, checked in TrainBackendConfig
     (RewardFunctionConfig, "role"),  # trainer/scoring.py sums main functions, adds shape ones as terms
