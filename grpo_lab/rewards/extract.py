@@ -178,12 +178,21 @@ def lone_number(text: str) -> Fraction | None:
 
 
 def scalar(text: str) -> algebra.Canonical | None:
-    """One value: a number, a polynomial, or a number among words; after an "=", its right side
-    ("x = 4" is 4); a relation such as "x < 4" or "x \\approx 4" is not a value."""
+    """One value: a number, a polynomial, or a number among words. An equation states its last
+    side when every other side is a bare name or has the same value ("x = 4" and "2+2 = 4" are 4,
+    "3 = 4" is nothing); a relation such as "x < 4" or "x \\approx 4" is not a value."""
     s = strict.unwrap(text)
     if _RELATION_RE.search(s):
         return None
-    s = s.rsplit("=", 1)[-1].strip()
+    *sides, last = s.split("=")
+    value = _side(last)
+    if value is None or any(side.strip() and not strict.is_name(side) and _side(side) != value for side in sides):
+        return None
+    return value
+
+
+def _side(text: str) -> algebra.Canonical | None:
+    s = text.strip()
     number = _number(s)
     if number is not None:
         return algebra.of_constant(number)

@@ -31,6 +31,18 @@ _THOUSANDS_RE = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
 _NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
 _WORD_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]+")  # a LaTeX command such as \frac is markup, not a word
 _DELIMITERS = (("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+_TEXT_RE = re.compile(r"\\(?:text|textrm|textbf|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
+_COMMAND_RE = re.compile(r"\\([A-Za-z]+|.)")
+_NAME_RE = re.compile(r"\s*(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?(?:\([A-Za-z]\))?\s*")
+# LaTeX a math answer may use. A command outside it ("\\quad", "\\to", "\\dots", "\\otimes") or a
+# bare "&", "..." or unpaired "|" is how two values hide side by side from a lenient parser.
+MATH_COMMANDS = frozenset(
+    "frac dfrac tfrac sqrt cdot times div pm mp left right text textrm textbf mathrm mbox operatorname "
+    "mathbf mathbb displaystyle infty pi theta alpha beta gamma delta epsilon varepsilon lambda mu sigma "
+    "phi varphi omega tau rho eta zeta xi kappa nu chi psi Delta Gamma Theta Lambda Sigma Phi Omega "
+    "sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh log ln exp lg binom choose circ degree "
+    "prime le ge leq geq ne neq lt gt cup cap setminus emptyset varnothing in notin subset subseteq "
+    "lfloor rfloor lceil rceil overline boxed fbox max min gcd lim sum prod int".split()) | set("{}$%,;:! ")
 _OPEN, _CLOSE = "([{", ")]}"
 _SEPARATORS = ",;\n"
 
@@ -68,8 +80,9 @@ def unwrap(text: str) -> str:
 
 def shape(text: str) -> Shape:
     """The layout of an answer; brackets that enclose the whole answer and hold a top-level
-    separator make it a set (braces) or a tuple/interval (parentheses and square brackets)."""
-    s = unwrap(text)
+    separator make it a set (braces) or a tuple/interval (parentheses and square brackets).
+    Text inside ``\\text{}`` is read as text, so ``3 \\text{, } 4`` is two items."""
+    s = _TEXT_RE.sub(lambda m: f" {m.group(1)} ", unwrap(text))
     braces = s.startswith("\\{") and s.endswith("\\}")
     plain = s.replace("\\{", "{").replace("\\}", "}")
     if len(plain) >= 2 and plain[0] in _OPEN and plain[-1] in _CLOSE and _encloses(plain):
@@ -98,6 +111,26 @@ def names_more(answer: str, reference: str, measures: tuple[str, ...] = STRUCTUR
     """True iff ``answer`` names more candidates than ``reference`` in any of ``measures``."""
     mine, theirs = counts(answer), counts(reference)
     return any(getattr(mine, m) > getattr(theirs, m) for m in measures)
+
+
+def readable_latex(text: str) -> bool:
+    """True iff every LaTeX command of ``text`` is in MATH_COMMANDS and it holds no bare "&",
+    "...", "…" or unpaired "|": what a lenient parser could read as one of several values."""
+    if "&" in text or "..." in text or "…" in text or text.count("|") % 2:
+        return False
+    return all(command in MATH_COMMANDS for command in _COMMAND_RE.findall(text))
+
+
+def one_sided(text: str) -> bool:
+    """True unless ``text`` is an equation whose left side is not a bare name ("x", "f(x)", "a_1",
+    "\\theta"): "3 = 4" and "x = 3 = 4" state two values, "x = 4" states one."""
+    return "=" not in text or is_name(text.rsplit("=", 1)[0])
+
+
+def is_name(text: str) -> bool:
+    """True iff ``text`` is a bare name: one letter or Greek command, an optional subscript and
+    an optional "(x)"."""
+    return _NAME_RE.fullmatch(text) is not None
 
 
 def _encloses(s: str) -> bool:

@@ -172,6 +172,8 @@ class MathTask(BaseTask):
         if same_value(mark, target):
             return True, shown
         if self.verifier == "math-verify" and self.register == "natural":
+            if not (strict.readable_latex(mark) and strict.one_sided(mark)):
+                return False, shown  # math-verify would read one of several values side by side
             equal, parsed = verifiers.math_equal(target, mark)
             return equal, parsed if equal else shown
         return False, shown
