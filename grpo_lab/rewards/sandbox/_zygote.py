@@ -2,13 +2,14 @@
 
 Standard library only (no site-packages). It imports what candidates commonly use, then
 forks locked-down children on request. On CTRL_FD it sends ``R`` with a control socket of its
-own (only this process holds the other end, so the parent sees its death at once); over that
-socket the parent sends ``N<k>`` (fork k more)
-``K<pid>`` (kill one, its deadline passed) and ``P`` (answered ``P``: alive); for each child this process sends back
-``C<pid>`` with one end of a socket pair whose other end the child holds (SCM_RIGHTS). The
-parent then talks to the child directly: no candidate code ever runs here, no job or
-result passes through this process, and every program starts in a fresh process that
-holds nothing of its batch-mates.
+own (only this process holds the other end, so the parent sees its death at once). Over that
+socket the parent sends ``N<k> <cpu_s>`` (fork k more, each with RLIMIT_CPU cpu_s) and
+``K<pid>,<pid>...`` (kill these: their verdicts are in); for each child this process sends back
+``C<pid> <cpu_s>`` with one end of a socket pair whose other end the child holds
+(SCM_RIGHTS), and ``D<pid>,<pid>...`` once it has reaped children (a SIGCHLD wakes it for
+that), so the parent knows when a program's process is gone. The parent then talks to the
+child directly: no candidate code ever runs here, no job or result passes through this
+process, and every program starts in a fresh process that holds nothing of its batch-mates.
 
 A child, before it may receive a job: closes every inherited descriptor but its socket,
 points stdio at /dev/null, sets hard rlimits, makes itself undumpable, drops every
@@ -109,8 +110,10 @@ def _run(job, out):
         _write(out, line)  # one message per test: a later hang keeps this one
 
 
-def _child(sock, cfg, seccomp):
+def _child(sock, cfg, seccomp, cpu_s):
     """Lock down, wait for one job on ``sock``, answer on it, exit. Never returns."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     keep = sock.fileno()
     os.closerange(3, keep)
     os.closerange(keep + 1, 1 << 16)
@@ -119,7 +122,7 @@ def _child(sock, cfg, seccomp):
         os.dup2(null, fd)
     os.close(null)
     mem = cfg["memory_mb"] << 20
-    for res, value in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CPU, cfg["cpu_s"]),
+    for res, value in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CPU, cpu_s),
                        (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0),
                        (resource.RLIMIT_NOFILE, _NOFILE), (resource.RLIMIT_NPROC, 0)):
         resource.setrlimit(res, (value, value))
@@ -140,29 +143,65 @@ def _child(sock, cfg, seccomp):
     os._exit(0)
 
 
-def _spawn(ctrl, cfg, seccomp):
-    """Fork one idle child and hand the parent its end of the child's socket."""
-    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pid = os.fork()
+def _spawn(ctrl, cfg, seccomp, cpu_s):
+    """Fork one idle child and hand the parent its end of the child's socket: its pid, or
+    None when the host has no process or descriptor to spare right now."""
+    try:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    except OSError:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        mine.close()
+        theirs.close()
+        return None
     if pid == 0:
         try:
             mine.close()
             ctrl.close()
-            _child(theirs, cfg, seccomp)
+            _child(theirs, cfg, seccomp, cpu_s)
         finally:
             os._exit(0)
     theirs.close()
-    socket.send_fds(ctrl, [b"C%d" % pid], [mine.fileno()])
+    socket.send_fds(ctrl, [b"C%d %d" % (pid, cpu_s)], [mine.fileno()])
     mine.close()
+    return pid
 
 
 def _reap():
+    """Pids of the children that have exited since the last call."""
+    reaped = []
     while True:
         try:
-            if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                return
+            pid = os.waitpid(-1, os.WNOHANG)[0]
         except ChildProcessError:
-            return
+            return reaped
+        if pid == 0:
+            return reaped
+        reaped.append(pid)
+
+
+def _pids(text):
+    return [int(p) for p in text.split(b",") if p]
+
+
+def _empty(fd):
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _wake_on_child_exit():
+    """A pipe that turns readable when a child exits, for the poll below."""
+    wake, woken = os.pipe()
+    os.set_blocking(wake, False)
+    os.set_blocking(woken, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd is written
+    signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
+    return wake
 
 
 def main():
@@ -174,32 +213,41 @@ def main():
     seccomp = _seccomp.Filter()
     seccomp.die_with_parent()
     seccomp.undumpable()
+    wake = _wake_on_child_exit()
     gc.freeze()  # the collector would otherwise touch (and so copy) every inherited object
-    owed = 0
+    owed, cpu_s, backoff, live = 0, 1, False, set()
     poller = select.poll()
     poller.register(ctrl.fileno(), select.POLLIN)
+    poller.register(wake, select.POLLIN)
     socket.send_fds(boot, [b"R"], [theirs.fileno()])
     theirs.close()
     boot.close()
     while True:
-        if poller.poll(None if owed == 0 else 0):
-            msg = ctrl.recv(64)
+        events = poller.poll(None if owed == 0 else 10 if backoff else 0)
+        for fd, _ in events:
+            if fd == wake:
+                _empty(wake)
+                continue
+            msg = ctrl.recv(1 << 16)
             if not msg:
-                break
+                os.killpg(0, signal.SIGKILL)  # every child is in this process group; so is this process
             if msg[:1] == b"N":
-                owed += int(msg[1:])
+                count, cpu_s = map(int, msg[1:].split())
+                owed += count
             elif msg[:1] == b"K":
-                try:
-                    os.kill(int(msg[1:]), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            elif msg == b"P":
-                ctrl.send(b"P")
-        elif owed:
-            _spawn(ctrl, cfg, seccomp)
-            owed -= 1
-        _reap()
-    os.killpg(0, signal.SIGKILL)  # every child is in this process group; so is this process
+                for pid in _pids(msg[1:]):
+                    if pid in live:  # a reaped pid may be reused by a later child
+                        os.kill(pid, signal.SIGKILL)
+        if owed and not events:
+            pid = _spawn(ctrl, cfg, seccomp, cpu_s)
+            backoff = pid is None  # out of processes or descriptors for now: try again shortly
+            if pid is not None:
+                live.add(pid)
+                owed -= 1
+        reaped = _reap()
+        if reaped:
+            live.difference_update(reaped)
+            ctrl.send(b"D" + b",".join(b"%d" % pid for pid in reaped))
 
 
 if __name__ == "__main__":

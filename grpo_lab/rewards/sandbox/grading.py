@@ -15,10 +15,13 @@ true, a replaced ``bool`` or a patched harness has nothing to act on: the candid
 send values, and it never sees the expected ones.
 
 What the judge does to a candidate value costs at most about the value's size (at most
-``pool._MAX_OUTPUT`` bytes): arithmetic runs through typed operators (``%`` on numbers only, so
-a candidate string is never a format; ``+`` of numbers or of two sequences of one type), and
-the builtins whose cost a value could choose (``range``, ``bytes``, ``sum``, ``round``) refuse
-sizes beyond a fixed bound; ``math`` offers only functions of a number's value.
+``pool._MAX_OUTPUT`` bytes): decoding is linear (``values``: no deep nesting, no set or dict
+keys crowded on one hash, no int beyond 4300 digits); arithmetic runs through typed operators
+(``%`` on numbers only, so a candidate string is never a format; ``+`` of numbers or of two
+sequences of one type); the builtins whose cost a value could choose refuse sizes beyond a
+fixed bound (``range``, ``bytes``, ``sum``, ``round``) or build under ``values``' rules
+(``set``, ``frozenset``, ``dict``, ``int``); ``math`` offers only functions of a number's
+value. ``verdicts`` judges one program's messages under a CPU budget of its own.
 
 Refused when the task loads, naming the test: a comparison the rule cannot lift out of
 candidate code (inside a comprehension or lambda that calls the candidate); a comparison
@@ -31,15 +34,21 @@ from __future__ import annotations
 
 import ast
 import builtins
-import json
 import math
 import operator
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from grpo_lab.rewards.sandbox.values import CHECKED, Undecodable, decode, parse_line
+
+__all__ = ["BadTestError", "CompiledTest", "Undecodable", "compile_test", "decode", "judge", "judge_values",
+           "parse_line", "verdicts"]
+
 _MAX_ITEMS = 1 << 20  # the largest range or bytes a judge builds
 _MAX_DIGITS = 1000  # round()'s digits: 10**n is computed
+JUDGE_CPU_S = 0.1  # one program's parsing and judging; an honest program's takes well under 1 ms
 
 
 def _range(*args):
@@ -74,11 +83,11 @@ _MATH_NAMES = ("isclose", "sqrt", "floor", "ceil", "fabs", "trunc", "isnan", "is
                "pi", "e", "tau", "inf", "nan")
 # Names a judge may use: pure functions of plain data. Anything else belongs to the candidate.
 _SAFE_BUILTINS = (
-    "abs", "all", "any", "bool", "dict", "divmod", "enumerate", "filter", "float", "frozenset",
-    "int", "isinstance", "len", "list", "max", "min", "repr", "reversed",
-    "set", "sorted", "str", "tuple", "zip", "complex",
+    "abs", "all", "any", "bool", "divmod", "enumerate", "filter", "float", "isinstance", "len", "list",
+    "max", "min", "repr", "reversed", "sorted", "str", "tuple", "zip", "complex",
 )
-_SAFE = {name: getattr(builtins, name) for name in _SAFE_BUILTINS} | {
+# set, frozenset, dict and int build from candidate values under values' cost rules
+_SAFE = {name: getattr(builtins, name) for name in _SAFE_BUILTINS} | CHECKED | {
     "range": _range, "bytes": _bytes, "sum": _sum, "round": _round,
     "math": type("math", (), {name: staticmethod(getattr(math, name)) if callable(getattr(math, name))
                               else getattr(math, name) for name in _MATH_NAMES})}
@@ -253,62 +262,43 @@ def compile_test(test: str) -> CompiledTest:
     return CompiledTest(setup_src, tuple(splitter.holes), compile(judge, "<judge>", "eval"))
 
 
-class Undecodable(ValueError):
-    """A value from the candidate that is not tagged JSON of plain types."""
-
-
-def _reject_constant(name: str) -> None:
-    raise Undecodable(f"bare {name} (non-finite floats travel tagged)")
-
-
-def decode(value: Any, depth: int = 0) -> Any:
-    """Tagged JSON -> Python value. Lists are JSON arrays; tuples, sets, frozensets, dicts,
-    bytes, complex and non-finite floats are one-key objects; anything else is refused."""
-    if depth > 100:
-        raise Undecodable("nested too deep")
-    kind = type(value)
-    if value is None or kind in (bool, int, float, str):
-        return value
-    if kind is list:
-        return [decode(v, depth + 1) for v in value]
-    if kind is not dict or len(value) != 1:
-        raise Undecodable(f"unexpected {kind.__name__}")
-    (tag, body), = value.items()
-    items = [decode(v, depth + 1) for v in body] if type(body) is list else None
-    if tag in ("tuple", "set", "frozenset") and items is not None:
-        return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
-    if tag == "dict" and items is not None and all(type(p) is list and len(p) == 2 for p in items):
-        return {_hashable(k): v for k, v in items}
-    if tag == "bytes" and type(body) is str:
-        return bytes.fromhex(body)
-    if tag == "float" and body in ("nan", "inf", "-inf"):
-        return float(body)
-    if tag == "complex" and items is not None and len(items) == 2:
-        return complex(*items)
-    raise Undecodable(f"unknown tag {tag!r}")
-
-
-def _hashable(key: Any) -> Any:
-    if type(key) is list:
-        raise Undecodable("list as a dict key")
-    return key
-
-
-def parse_line(line: bytes) -> tuple[int, list | None]:
-    """One result line ``[test_index, [value, ...]]`` -> (index, raw values or None)."""
-    data = json.loads(line, parse_constant=_reject_constant)
-    if type(data) is not list or len(data) != 2 or type(data[0]) is not int:
-        raise Undecodable("result line must be [index, values]")
-    return data[0], data[1] if type(data[1]) is list else None
-
-
 def judge(test: CompiledTest, raw: list | None) -> bool:
-    """Did the candidate's hole values pass the test? Any error in decoding or judging fails."""
-    if raw is None or len(raw) != len(test.holes):
+    """Did the candidate's hole values, as loaded JSON (tagged, see ``values``), pass the
+    test? Any error in decoding or judging fails."""
+    try:
+        held = None if raw is None else [decode(v) for v in raw]
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return judge_values(test, held)
+
+
+def judge_values(test: CompiledTest, held: list | None) -> bool:
+    """Did the candidate's decoded hole values pass the test? Any error in judging fails."""
+    if held is None or len(held) != len(test.holes):
         return False
     try:
         env = dict(_JUDGE_ENV, __builtins__={})
-        env.update({f"_h{k}": decode(v) for k, v in enumerate(raw)})
+        env.update({f"_h{k}": v for k, v in enumerate(held)})
         return bool(eval(test.judge, env))
     except Exception:
         return False
+
+
+def verdicts(tests: tuple[CompiledTest, ...] | list[CompiledTest], output: bytes,
+             budget_s: float = JUDGE_CPU_S) -> list[bool]:
+    """Which tests a program passed, from its result messages (one per line; the first per
+    test counts). Parsing and judging one program share ``budget_s`` of this thread's CPU
+    time: once it is spent, the program's remaining tests fail. Each step costs about its
+    message's size (``values``); the budget bounds the sum whatever a step costs."""
+    deadline = time.thread_time() + budget_s
+    lines: dict[int, list | None] = {}
+    for line in output.split(b"\n"):
+        if time.thread_time() > deadline:
+            break
+        try:
+            index, held = parse_line(line)
+        except (ValueError, RecursionError):
+            continue
+        lines.setdefault(index, held)
+    return [index in lines and time.thread_time() <= deadline and judge_values(test, lines[index])
+            for index, test in enumerate(tests)]

@@ -1,8 +1,11 @@
 """How the sandbox's template process is started: inside bubblewrap, or (trusted code only) not.
 
 ``bwrap``: new user, pid, network, ipc, uts and cgroup namespaces; uid/gid 65534; all
-capabilities dropped; a root file system of read-only binds of the interpreter and the
-system libraries only (no home, no project, no /etc); no /proc at all, so no process of the
+capabilities dropped; a root file system of read-only binds of the system libraries and the
+interpreter's standard library only (no home, no project, no /etc; no site-packages or
+dist-packages of any interpreter, nothing of /usr/local but the interpreter's own standard
+library: an installed dataset or a package holding reference solutions stays out of
+reach); no /proc at all, so no process of the
 sandbox (a batch-mate, the template) can be read through /proc/<pid>/mem, fd or environ; a
 minimal /dev; a size-capped tmpfs /tmp; an empty environment. bwrap dies with the trainer
 (``--die-with-parent``).
@@ -15,10 +18,12 @@ closed to it). For code you trust.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import warnings
 from pathlib import Path
 
@@ -52,16 +57,51 @@ def check(isolation: str) -> None:
         raise SandboxError(_INSTALL_HINT)
 
 
+_SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
+_PACKAGES = ("site-packages", "dist-packages")
+# where system and pip-installed Python packages live beside the system libraries
+_SYSTEM_PACKAGES = tuple(f"{root}/python*/{kind}" for root in ("/usr/lib*", "/lib*") for kind in _PACKAGES)
+
+
+def interpreter_paths() -> tuple[list[str], list[str]]:
+    """(what the running interpreter needs to start and import its standard library: the
+    stdlib and lib-dynload folders, its binary, its shared libraries; the package folders
+    inside those, to hide). Paths of the base installation, never a venv's."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix,
+            "installed_base": sys.base_prefix, "installed_platbase": sys.base_exec_prefix}
+    paths = sysconfig.get_paths(vars=base)
+    folders = [paths["stdlib"], paths["platstdlib"], os.path.dirname(os.__file__),
+               sysconfig.get_config_var("DESTSHARED") or ""]
+    folders = list(dict.fromkeys(os.path.realpath(f) for f in folders if f and os.path.isdir(f)))
+    folders = [f for f in folders if not any(f.startswith(g + "/") for g in folders)]  # one bind holds both
+    files = [os.path.realpath(sys.executable)]
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    if libdir and not libdir.startswith(_SYSTEM):  # a shared libpython and what lib-dynload links to
+        files += [os.path.realpath(f) for f in sorted(glob.glob(os.path.join(libdir, "lib*.so*")))]
+    hidden = [os.path.join(f, kind) for f in folders for kind in _PACKAGES]
+    hidden += [paths["purelib"], paths["platlib"]]
+    return folders + list(dict.fromkeys(files)), [h for h in dict.fromkeys(hidden) if os.path.isdir(h)]
+
+
 def _binds() -> list[str]:
-    """Read-only binds: system library folders and the interpreter's own prefix (a venv's
-    python is a symlink into it), plus this package folder for the template script."""
+    """Read-only binds of the system folders and the interpreter's standard library, with
+    every Python package folder of the host hidden under an empty read-only tmpfs (/usr/local
+    whole, site- and dist-packages); plus this package folder for the template script."""
     here = str(Path(__file__).resolve().parent)
-    python = Path(os.path.realpath(sys.executable))
-    paths = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin",
-             os.path.realpath(sys.base_prefix), str(python.parent.parent), here]
+    shown, inner_hidden = interpreter_paths()
+    hidden = [p for p in ["/usr/local", *sorted(set(sum(map(glob.glob, _SYSTEM_PACKAGES), [])))] if os.path.isdir(p)]
     args: list[str] = []
-    for path in dict.fromkeys(paths):
+    for path in _SYSTEM:
         args += ["--ro-bind-try", path, path]
+    for path in hidden:
+        args += ["--tmpfs", path]
+    for path in shown:
+        args += ["--ro-bind", path, path]
+    for path in inner_hidden:
+        args += ["--tmpfs", path]
+    args += ["--ro-bind", here, here]
+    for path in dict.fromkeys(hidden + inner_hidden):  # after the binds made inside them
+        args += ["--remount-ro", path]
     return args
 
 
@@ -82,7 +122,8 @@ def command(isolation: str, ctrl_fd: int, config: str) -> tuple[list[str], dict,
     return wrap + inner, env, None
 
 
-def popen(isolation: str, ctrl_fd: int, config: str, stderr) -> subprocess.Popen:
+def popen(isolation: str, ctrl_fd: int, config: str, stderr, prefix: list[str] = ()) -> subprocess.Popen:
+    """Start the template; ``prefix`` runs first and execs the rest (a cgroup's join)."""
     argv, env, cwd = command(isolation, ctrl_fd, config)
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+    return subprocess.Popen([*prefix, *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
                             pass_fds=(ctrl_fd,), env=env, cwd=cwd or "/", start_new_session=True)
