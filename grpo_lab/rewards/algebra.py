@@ -19,9 +19,9 @@ from fractions import Fraction
 MAX_CHARS = 240  # longer answers are not short math answers
 MAX_TOKENS = 160
 MAX_DEPTH = 24  # nested parentheses and unary signs
-MAX_EXPONENT = 12  # x^12 is an answer; x^99999 is an attack on the expansion
-MAX_DEGREE = 24  # per variable, after expansion
-MAX_TERMS = 64
+MAX_EXPONENT = 8  # of a polynomial: (x+1)^8 is an answer; (x+y+z)^99 is an attack on the expansion
+MAX_DEGREE = 16  # per variable, after expansion
+MAX_TERMS = 32  # also of every partial product, so a refusal costs no more than an answer
 MAX_BITS = 256  # numerator and denominator of every coefficient
 
 Monomial = tuple[tuple[str, int], ...]  # ((variable, power), ...) sorted by variable; () is 1
@@ -164,8 +164,6 @@ def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
 
 
 def _mul(a: Poly, b: Poly) -> Poly:
-    if len(a) * len(b) > MAX_TERMS * MAX_TERMS:
-        raise _Unsupported("product too large")
     out: Poly = {}
     for ma, ca in a.items():
         for mb, cb in b.items():
@@ -174,6 +172,8 @@ def _mul(a: Poly, b: Poly) -> Poly:
                 powers[v] = powers.get(v, 0) + p
             m = tuple(sorted(powers.items()))
             out[m] = out.get(m, Fraction(0)) + ca * cb
+            if len(out) > MAX_TERMS:  # refused before the whole product is paid for
+                raise _Unsupported("too many terms")
     return _check(out)
 
 
@@ -250,23 +250,31 @@ class _Parser:
         base = self.atom()
         if not self.take("^"):
             return base
-        braced = self.take("(")
-        negative = self.take("-")
-        token = self.peek()
-        if token is None or token[0] != "num" or not token[1].isdigit() or int(token[1]) > MAX_EXPONENT:
-            raise _Unsupported("exponent is not a small integer")
-        self.i += 1
-        if braced and not self.take(")"):
-            raise _Unsupported("unclosed exponent")
-        exponent = int(token[1])
-        if negative:
-            if set(base) != {()}:
-                raise _Unsupported("negative power of a non-constant or of zero")
-            base = _const(1 / base[()])
+        exponent = self.exponent()
+        if set(base) <= {()}:  # a number: one exact power, its size checked before it is paid for
+            value = base.get((), Fraction(0))
+            bits = max(value.numerator.bit_length(), value.denominator.bit_length()) - 1
+            if (exponent < 0 and not value) or bits * abs(exponent) > MAX_BITS:
+                raise _Unsupported("power of a number out of range")
+            return _const(value**exponent)
+        if not 0 <= exponent <= MAX_EXPONENT:
+            raise _Unsupported("power of a polynomial out of range")
         out = _const(Fraction(1))
         for _ in range(exponent):
             out = _mul(out, base)
         return out
+
+    def exponent(self) -> int:
+        """An integer exponent, "2", "-2", "(2)" or "{-2}" (braces are parentheses by now)."""
+        braced = self.take("(")
+        negative = self.take("-")
+        token = self.peek()
+        if token is None or token[0] != "num" or not token[1].isdigit() or len(token[1]) > 3:
+            raise _Unsupported("exponent is not an integer")
+        self.i += 1
+        if braced and not self.take(")"):
+            raise _Unsupported("unclosed exponent")
+        return -int(token[1]) if negative else int(token[1])
 
     def atom(self) -> Poly:
         token = self.peek()

@@ -223,7 +223,12 @@ def value_of(text: str) -> Value | None:
 
 def same_value(answer: str, target: str) -> bool:
     """True iff ``answer`` has the value of ``target`` (see the module doc)."""
-    want, got = value_of(target), value_of(answer)
+    return values_equal(value_of(answer), value_of(target))
+
+
+def values_equal(got: Value | None, want: Value | None) -> bool:
+    """True iff two values are equal: sets and lists as unordered collections of distinct items,
+    tuples and intervals in order and with the same brackets, a scalar only to a scalar."""
     if want is None or got is None or want.items != got.items:
         return False
     if want.kind in ("set", "list"):

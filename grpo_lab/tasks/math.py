@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import random
 import re
+from functools import lru_cache
 
 from grpo_lab.rewards import strict, verifiers
-from grpo_lab.rewards.extract import extract_hash, marked_answers, normalize_number, same_value, show, value_of
+from grpo_lab.rewards.extract import extract_hash, marked_answers, normalize_number, show, value_of, values_equal
 from grpo_lab.rewards.format import has_answer_tags, has_boxed, is_integer
 from grpo_lab.tasks._common import BaseTask, Draft, content_id
 from grpo_lab.tasks.base import Problem, Score
@@ -36,6 +37,7 @@ _INSTRUCTION = "Give the final answer as a number inside <answer></answer> tags.
 _NAMES = ("Tom", "Mia", "Sam", "Ana", "Leo", "Zoe", "Ben", "Ivy")
 _ITEMS = ("apples", "pencils", "marbles", "books", "cookies", "stickers")
 _CALCULATOR_RE = re.compile(r"<<[^>]*>>")  # GSM8K's calculator annotations
+_target_value = lru_cache(maxsize=4096)(value_of)  # targets are the task's own strings, read once each
 
 
 def _signed_terms(rng: random.Random, count: int) -> str:
@@ -169,7 +171,7 @@ class MathTask(BaseTask):
         """(does one marked answer equal the target, its normalised spelling or None)."""
         value = value_of(mark)
         shown = show(value) if value is not None else None
-        if same_value(mark, target):
+        if values_equal(value, _target_value(target)):
             return True, shown
         if self.verifier == "math-verify" and self.register == "natural":
             if not (strict.readable_latex(mark) and strict.one_sided(mark)):
