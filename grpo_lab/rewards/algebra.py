@@ -28,7 +28,7 @@ Monomial = tuple[tuple[str, int], ...]  # ((variable, power), ...) sorted by var
 Poly = dict[Monomial, Fraction]
 Canonical = tuple[tuple[Monomial, Fraction], ...]
 
-_TOKEN_RE = re.compile(r"\s*(?:(\d{1,3}(?:,\d{3})+(?![\d,])(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)|([A-Za-z])|([-+*/^()]))")
+_TOKEN_RE = re.compile(r"\s*(?:(\d{1,3}(?:,\d{3})+(?!\d|,\d)(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)|([A-Za-z])|([-+*/^()]))")
 _FRAC_CMD_RE = re.compile(r"\\[dt]?frac")
 _DROP_RE = re.compile(r"\\left|\\right|\\[,;:! ]|\\displaystyle|\\?\$")
 _WORD_RE = re.compile(r"[A-Za-z]{4,}")  # a word, not a product of single-letter variables ("xyz")

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 _OR_RE = re.compile(r"(?<![A-Za-z\\])or(?![A-Za-z])", re.IGNORECASE)
 _PM_RE = re.compile(r"±|∓|\\pm(?![A-Za-z])|\\mp(?![A-Za-z])|\+\s*/\s*-")
-_THOUSANDS_RE = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
+_THOUSANDS_RE = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?!\d|,\d)")
 _NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
 _WORD_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]+")  # a LaTeX command such as \frac is markup, not a word
 _DELIMITERS = (("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
