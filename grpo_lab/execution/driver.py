@@ -101,7 +101,7 @@ def check_runnable(configs) -> None:
         for model in dict.fromkeys(c.model for c in configs):
             check_available(load_card(model))
         for cfg in configs:
-            check_for(cfg.tasks, cfg.sandbox)
+            check_for(cfg.tasks, cfg.sandbox, cfg.reward.verifier)
     except SandboxError as exc:
         raise ConfigError(str(exc)) from None
 

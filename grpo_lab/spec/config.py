@@ -64,7 +64,8 @@ class RunConfig(Strict):
     engine: Literal["torch", "vllm"] = Field(
         "torch", description="rollout engine: the torch sampler, or vLLM (the vllm section)")
     sandbox: Literal["bwrap", "unsafe-local"] = Field(
-        "bwrap", description="how the code task isolates model-written programs; unsafe-local is for trusted code only")
+        "bwrap", description="how model-written programs (code tasks) and third-party scorers of model answers "
+        "(rg:<dataset>, math-verify) are isolated; unsafe-local is for trusted models only")
     checkpoint_every: int = Field(25, ge=1, description="steps between checkpoints (a run resumes from the last)")
     tricks: list[str] = Field([], description="catalog tricks applied over this config, in order (`grpo-lab tricks`)")
     sampling: SamplingConfig = Field(SamplingConfig(), description="rollouts per step")

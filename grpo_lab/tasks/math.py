@@ -125,12 +125,13 @@ class MathTask(BaseTask):
 
     name = "math"
 
-    def __init__(self, register: str = "compact", verifier: str = "extract", **kw):
+    def __init__(self, register: str = "compact", verifier: str = "extract", sandbox: str = "bwrap", **kw):
         if verifier not in ("extract", "math-verify"):
             raise ValueError(f"unknown math verifier {verifier!r}; known: extract, math-verify")
         if verifier == "math-verify":
-            verifiers.require()
+            verifiers.require(sandbox)
         self.verifier = verifier
+        self.sandbox = sandbox  # where math-verify runs (rewards/scoring)
         super().__init__(register, **kw)
 
     def _draft(self, rng: random.Random, level: int) -> Draft:
@@ -176,6 +177,6 @@ class MathTask(BaseTask):
         if self.verifier == "math-verify" and self.register == "natural":
             if not (strict.readable_latex(mark) and strict.one_sided(mark)):
                 return False, shown  # math-verify would read one of several values side by side
-            equal, parsed = verifiers.math_equal(target, mark)
+            equal, parsed = verifiers.math_equal(target, mark, self.sandbox)
             return equal, parsed if equal else shown
         return False, shown

@@ -24,13 +24,13 @@ Scoring (``reward.scoring``):
 from __future__ import annotations
 
 import functools
-import math
 import random
 from importlib.metadata import version
 
 from grpo_lab.rewards import strict
 from grpo_lab.rewards.extract import extract_tagged, marked_answers
 from grpo_lab.rewards.format import has_answer_tags
+from grpo_lab.rewards.scoring import check as check_isolation, score_rg
 from grpo_lab.tasks._common import BUILTIN_LEVELS, BaseTask, Draft, content_id
 from grpo_lab.tasks.base import Problem, Score
 
@@ -70,11 +70,13 @@ class RGTask(BaseTask):
     """One reasoning-gym dataset, levels from its curriculum, reward = its score_answer, strictly."""
 
     def __init__(self, dataset: str, register: str = "natural", levels: int | None = None,
-                 scoring: str = "strict", **kw):
+                 scoring: str = "strict", sandbox: str = "bwrap", **kw):
         if scoring not in SCORINGS:
             raise ValueError(f"unknown scoring {scoring!r} for task rg:{dataset}; known: {', '.join(SCORINGS)}")
+        check_isolation(sandbox)
         self.dataset = dataset
         self.scoring = scoring
+        self.sandbox = sandbox  # where the dataset's scorer runs (rewards/scoring)
         self.name = f"rg:{dataset}"
         factory = _library()
         self._curriculum = dataset in factory.CURRICULA
@@ -84,6 +86,7 @@ class RGTask(BaseTask):
         if levels is not None and not 1 <= levels <= most:
             raise ValueError(f"task {self.name}: levels must be in 1..{most}, got {levels}")
         self._datasets: dict[int, object] = {}
+        self._configs: dict[int, dict] = {}
         super().__init__(register, levels=levels or most,
                          **{k: v for k, v in kw.items() if k not in ("data_path", "data")})
         if scoring == "strict":
@@ -102,16 +105,22 @@ class RGTask(BaseTask):
                         f"{reward:g} (level {level}, entry {index}), so strict scoring would pay nothing; "
                         "set reward.scoring: lenient to train on its own partial credit")
 
+    def _config(self, level: int) -> dict:
+        """The keyword arguments of ``create_dataset`` for this level (the scoring worker builds
+        the same dataset from them)."""
+        if level not in self._configs:
+            if self._curriculum:
+                curriculum = _library().create_curriculum(self.dataset)
+                curriculum.set_global_level(level)
+                config = vars(curriculum.generate_configuration({"seed": _SEED + level, "size": _SIZE}))
+            else:
+                config = {"seed": _SEED, "size": _SIZE}
+            self._configs[level] = config
+        return self._configs[level]
+
     def _dataset(self, level: int):
         if level not in self._datasets:
-            factory = _library()
-            if self._curriculum:
-                curriculum = factory.create_curriculum(self.dataset)
-                curriculum.set_global_level(level)
-                config = curriculum.generate_configuration({"seed": _SEED + level, "size": _SIZE})
-                self._datasets[level] = factory.create_dataset(self.dataset, **vars(config))
-            else:
-                self._datasets[level] = factory.create_dataset(self.dataset, seed=_SEED, size=_SIZE)
+            self._datasets[level] = _library().create_dataset(self.dataset, **self._config(level))
         return self._datasets[level]
 
     def _draft(self, rng: random.Random, level: int) -> Draft:
@@ -124,17 +133,24 @@ class RGTask(BaseTask):
         return Draft(content_id(question), prompt, entry, solution, level)
 
     def score(self, problems: list[Problem], completions: list[str]) -> list[Score]:
+        readings = [self._reading(completion) for completion in completions]
+        # every answer the grading may ask about, scored in one batch of the worker (cached)
+        asked = [(p, a) for p, (answer, _, marks) in zip(problems, readings, strict=True)
+                 for a in dict.fromkeys([answer, *marks])]
+        self._raw_scores([(p.difficulty, a, p.target) for p, a in asked])
         scores = []
-        for problem, completion in zip(problems, completions, strict=True):
-            if self.register == "compact":
-                answer, format_ok = completion.strip() or None, bool(completion.strip())
-                marks = [answer] if answer else []
-            else:
-                answer, format_ok = extract_tagged(completion), has_answer_tags(completion)
-                marks = marked_answers(completion, boxes=False, hash_marks=False)
+        for problem, (answer, format_ok, marks) in zip(problems, readings):
             reward = self._reward(problem, answer, marks)
             scores.append(Score(reward, format_ok, answer, {"correct": float(reward == 1.0), "format": float(format_ok)}))
         return scores
+
+    def _reading(self, completion: str) -> tuple[str | None, bool, list[str]]:
+        """(the last answer, the format flag, the distinct marked answers) of a completion."""
+        if self.register == "compact":
+            answer = completion.strip() or None
+            return answer, answer is not None, [answer] if answer else []
+        return (extract_tagged(completion), has_answer_tags(completion),
+                marked_answers(completion, boxes=False, hash_marks=False))
 
     def _reward(self, problem: Problem, answer: str | None, marks: list[str]) -> float:
         """Lenient: the dataset's score of the last answer. Strict: see the module doc."""
@@ -145,9 +161,10 @@ class RGTask(BaseTask):
         return strict.grade(marks, str(entry["answer"]), full, strict.ALL)[0]
 
     def _raw_score(self, level: int, answer: str | None, entry: dict) -> float:
-        """The dataset's own score_answer, in [0, 1]; a scorer failing on odd model text scores 0."""
-        try:
-            reward = float(self._dataset(level).score_answer(answer, entry))
-        except Exception:
-            reward = 0.0
-        return min(max(reward, 0.0), 1.0) if math.isfinite(reward) else 0.0
+        return self._raw_scores([(level, answer, entry)])[0]
+
+    def _raw_scores(self, asked: list[tuple[int, str | None, dict]]) -> list[float]:
+        """The dataset's own score_answer of each (level, answer, entry), in [0, 1], run in the
+        scoring worker (rewards/scoring): a scorer failing on odd model text scores 0."""
+        return score_rg(self.dataset, [self._config(level) for level, _, _ in asked],
+                        [entry for _, _, entry in asked], [answer for _, answer, _ in asked], self.sandbox)

@@ -161,10 +161,11 @@ def task_options(cfg: RunConfig, name: str) -> dict:
     """Constructor options of one task of the run; None means "the task's default", so a plugin
     whose constructor lacks an option still runs while the config leaves it unset."""
     options = {"data_path": cfg.data_path, "data": cfg.data, "difficulty": cfg.difficulty, "levels": cfg.levels}
-    if name in ("code", "humaneval"):
+    if name in ("code", "humaneval") or name.startswith("rg:"):
         options["sandbox"] = cfg.sandbox
     if name == "math" and cfg.reward.verifier != "extract":
         options["verifier"] = cfg.reward.verifier
+        options["sandbox"] = cfg.sandbox
     if name.startswith("rg:") and cfg.reward.scoring != "strict":
         options["scoring"] = cfg.reward.scoring
     return {k: v for k, v in options.items() if v is not None or k in ("data_path", "difficulty")}

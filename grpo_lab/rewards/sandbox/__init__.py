@@ -32,10 +32,18 @@ _SANDBOXES: dict[tuple[str, int], Sandbox] = {}
 SANDBOXED_TASKS = ("code",)
 
 
-def check_for(tasks: list[str], isolation: str) -> None:
-    """Before anything is written: can this machine run the sandbox these tasks need?"""
-    if any(t in SANDBOXED_TASKS for t in tasks) and isolation != "unsafe-local":
+def check_for(tasks: list[str], isolation: str, verifier: str = "extract") -> None:
+    """Before anything is written: can this machine run the sandbox these tasks need? rg:<dataset>
+    and math under math-verify score answers in the scoring worker (``rewards/scoring``), which
+    runs in the same isolation."""
+    if isolation == "unsafe-local":
+        return
+    if any(t in SANDBOXED_TASKS for t in tasks):
         check(isolation)
+    if any(t.startswith("rg:") or (t == "math" and verifier == "math-verify") for t in tasks):
+        from grpo_lab.rewards.scoring import check as check_scoring
+
+        check_scoring(isolation)
 
 
 def sandbox_for(isolation: str = "bwrap", memory_mb: int = 256) -> Sandbox:

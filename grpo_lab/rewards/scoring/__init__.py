@@ -16,6 +16,7 @@ isolation within a process; ``check`` fails fast, before training, where it cann
 from __future__ import annotations
 
 import atexit
+import collections
 import hashlib
 
 from grpo_lab.rewards.scoring import protocol
@@ -28,6 +29,8 @@ __all__ = ["ScoringError", "ScoringWorker", "check", "math_verify_equal", "score
            "worker_for"]
 
 _WORKERS: dict[str, ScoringWorker] = {}
+_CACHE: collections.OrderedDict = collections.OrderedDict()  # (isolation, job digest) -> value
+_CACHE_SIZE = 1 << 16
 
 
 def worker_for(isolation: str = "bwrap") -> ScoringWorker:
@@ -61,13 +64,12 @@ def score_rg(dataset: str, configs: list[dict], entries: list[dict], answers: li
     return _scored(worker, jobs)
 
 
-def math_verify_equal(targets: list[str], tagged: list[str | None], completions: list[str],
-                      isolation: str = "bwrap") -> list[bool]:
-    """Per completion, does math-verify find its answer equal to the target: the tagged answer
-    parsed as LaTeX, else the whole completion."""
+def math_verify_equal(targets: list[str], marks: list[str], isolation: str = "bwrap") -> list[bool]:
+    """Per marked answer, does math-verify find it equal to its target (the answer read as
+    LaTeX math first, then as text; the target likewise)."""
     worker = worker_for(isolation)
-    jobs = [protocol.job("math", str(t), a, c) for t, a, c in zip(targets, tagged, completions, strict=True)]
-    return [value == 1.0 for value in _scored(worker, jobs)]
+    return [value == 1.0 for value in
+            _scored(worker, [protocol.job("math", str(t), str(m)) for t, m in zip(targets, marks, strict=True)])]
 
 
 def score_calls(function: str, calls: list[tuple], isolation: str = "bwrap") -> list[float]:
@@ -82,9 +84,20 @@ def score_calls(function: str, calls: list[tuple], isolation: str = "bwrap") -> 
 
 
 def _scored(worker: ScoringWorker, jobs: list[bytes | None]) -> list[float]:
-    sent = [job for job in jobs if job is not None]
-    values = iter(worker.score(sent) if sent else [])
-    return [0.0 if job is None else next(values) for job in jobs]
+    """Each job's value (None: 0 unsent), from the cache where the same job was scored before:
+    a scorer's value is a function of its job, so a batch scored once up front answers the
+    single calls a grading policy makes after it."""
+    keys = [None if job is None else (worker.isolation, hashlib.sha256(job).digest()) for job in jobs]
+    jobs_of = {k: job for k, job in zip(keys, jobs) if k is not None}
+    values = {k: _CACHE[k] for k in jobs_of if k in _CACHE}
+    todo = [k for k in jobs_of if k not in values]
+    values.update(zip(todo, worker.score([jobs_of[k] for k in todo]) if todo else []))
+    for key in jobs_of:
+        _CACHE[key] = values[key]
+        _CACHE.move_to_end(key)
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return [0.0 if key is None else values[key] for key in keys]
 
 
 def _key(dataset: str, config: dict) -> str:

@@ -5,8 +5,8 @@ the trainer (``jobs.py``), so they are trusted data, while the answer inside eac
 Jobs (tuples, pickled by the trainer):
 
     ("rg", key, entry, answer)          reasoning-gym's ``score_answer`` of the dataset prepared as ``key``
-    ("math", target, tagged, completion) math-verify: the tagged answer (or else the whole completion)
-                                        against the target; 1.0 when equal
+    ("math", target, marked)            math-verify: the marked answer (as LaTeX math, else as
+                                        text) against the target; 1.0 when equal
     ("call", "module:function", args)   a plugin scorer: ``function(*args)``, its module prepared first
 
 ``run`` turns whatever happens into one float in [0, 1]: an exception, a non-number or NaN
@@ -52,8 +52,9 @@ def prepare(kind, key, spec):
 def warm_up():
     """Take the lazy imports and first-call caches of math-verify now, in the template."""
     if _math_verify is not None:
-        _math(r"\frac{1}{2}", "0.5", "The answer is 0.5")
-        _math(r"\{1, 2\}", r"\{2, 1\}", "")
+        _math(r"\frac{1}{2}", "0.5")
+        _math(r"\{1, 2\}", r"\{2, 1\}")
+        _math("3", "The answer is 3")
 
 
 def run(job):
@@ -83,13 +84,11 @@ def _score(job):
     raise ValueError(f"unknown job {kind!r}")
 
 
-def _math(target, tagged, completion):
-    """1.0 when math-verify finds the answer equal to ``target``: the tagged text parsed as
-    LaTeX first, then the whole completion. Unbounded here: the worker's deadline bounds it."""
+def _math(target, marked):
+    """1.0 when math-verify finds ``marked`` equal to ``target``: read as LaTeX math first, then
+    as text. Unbounded here: the worker's deadline bounds it."""
     parse, verify = _math_verify.parse, _math_verify.verify
-    answer = parse(f"${tagged}$", parsing_timeout=None) if tagged is not None else []
-    if not answer:
-        answer = parse(completion, parsing_timeout=None)
+    answer = parse(f"${marked}$", parsing_timeout=None) or parse(marked, parsing_timeout=None)
     if not answer:
         return 0.0
     gold = parse(f"${target}$", parsing_timeout=None) or parse(target, parsing_timeout=None)
