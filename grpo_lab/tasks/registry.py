@@ -20,7 +20,8 @@ from typing import Any, Callable
 from grpo_lab.util.loading import load_object
 
 ENTRY_POINT_GROUP = "grpo_lab.tasks"
-FAMILIES = {"rg": "reasoning-gym datasets: rg:<dataset>, e.g. rg:leg_counting"}
+FAMILIES = {"rg": "reasoning-gym datasets: rg:<dataset>, e.g. rg:leg_counting; scored strictly "
+                  "(reward.scoring: lenient for the dataset's own partial credit)"}
 
 
 @dataclass(frozen=True)
