@@ -42,7 +42,9 @@ MATH_COMMANDS = frozenset(
     "phi varphi omega tau rho eta zeta xi kappa nu chi psi Delta Gamma Theta Lambda Sigma Phi Omega "
     "sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh log ln exp lg binom choose circ degree "
     "prime le ge leq geq ne neq lt gt cup cap setminus emptyset varnothing in notin subset subseteq "
-    "lfloor rfloor lceil rceil overline boxed fbox max min gcd lim sum prod int".split()) | set("{}$%,;:! ")
+    "lfloor rfloor lceil rceil overline boxed fbox max min gcd lcm lim sum prod int langle rangle vec hat bar "
+    "tilde mathit".split()) | set("{}$%,;:! ")
+_MATRIX_RE = re.compile(r"\\begin\{([pbvBV]?matrix)\}(.*?)\\end\{\1\}", re.DOTALL)
 _OPEN, _CLOSE = "([{", ")]}"
 _SEPARATORS = ",;\n"
 
@@ -115,10 +117,12 @@ def names_more(answer: str, reference: str, measures: tuple[str, ...] = STRUCTUR
 
 def readable_latex(text: str) -> bool:
     """True iff every LaTeX command of ``text`` is in MATH_COMMANDS and it holds no bare "&",
-    "...", "…" or unpaired "|": what a lenient parser could read as one of several values."""
-    if "&" in text or "..." in text or "…" in text or text.count("|") % 2:
+    "...", "…" or unpaired "|": what a lenient parser could read as one of several values. The
+    cells of a matrix environment may be separated by "&" and "\\\\"."""
+    cells = _MATRIX_RE.sub(lambda m: m.group(2).replace("&", " ").replace("\\\\", " "), text)
+    if "&" in cells or "..." in cells or "…" in cells or cells.count("|") % 2:
         return False
-    return all(command in MATH_COMMANDS for command in _COMMAND_RE.findall(text))
+    return all(command in MATH_COMMANDS for command in _COMMAND_RE.findall(cells))
 
 
 def one_sided(text: str) -> bool:

@@ -64,6 +64,8 @@ MATH_VERIFY = [
     ("<answer>3 \\dots 4</answer>", "4", 0.0), ("<answer>3 ... 4</answer>", "4", 0.0),
     ("<answer>3 \\otimes 4</answer>", "4", 0.0), ("<answer>3 \\hspace{1cm} 4</answer>", "4", 0.0),
     ("<answer>3 \\implies 4</answer>", "4", 0.0), ("<answer>\\sqrt{9} = 4</answer>", "4", 0.0),
+    ("<answer>\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}</answer>", "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", 1.0),
+    ("<answer>\\begin{pmatrix} 1 & 2 \\\\ 3 & 5 \\end{pmatrix}</answer>", "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", 0.0),
 ]
 
 

@@ -50,9 +50,10 @@ def test_a_reference_that_names_several_candidates_allows_as_many():
 
 
 def test_latex_a_lenient_parser_could_split_is_unreadable():
-    readable = ["\\frac{\\sqrt{3}}{2}", "x \\in [1, 2]", "|x - 1|", "5\\text{ cm}", "\\{1, 2\\}", "\\binom{5}{2}", "90^\\circ"]
+    readable = ["\\frac{\\sqrt{3}}{2}", "x \\in [1, 2]", "|x - 1|", "5\\text{ cm}", "\\{1, 2\\}", "\\binom{5}{2}", "90^\\circ",
+                "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", "\\langle 1, 2 \\rangle"]
     unreadable = ["3 \\quad 4", "3 \\\\ 4", "3 & 4", "3 \\& 4", "3 | 4", "3 ... 4", "3 … 4", "3 \\to 4", "3 \\dots 4",
-                  "3 \\otimes 4", "3 \\hspace{1cm} 4"]
+                  "3 \\otimes 4", "3 \\hspace{1cm} 4", "\\begin{pmatrix} 1 \\end{pmatrix} & 2"]
     assert all(readable_latex(t) for t in readable) and not any(readable_latex(t) for t in unreadable)
 
 
