@@ -2,11 +2,14 @@
 
 Two guarantees, each from a different place:
 - the host: every program runs in a process of its own, forked from a locked-down template
-  inside bubblewrap (``isolation.py``), under a seccomp filter (``_seccomp.py``), hard rlimits
-  and a wall-clock deadline fixed when it starts (``pool.py``);
+  inside bubblewrap that shows only the standard library (``isolation.py``), under a seccomp
+  filter (``_seccomp.py``), hard rlimits and a wall-clock deadline fixed when it starts
+  (``pool.py``); its process is killed, and seen reaped, before its score is returned, and the
+  whole sandbox runs in a cgroup of its own where the machine allows (``template.py``,
+  ``cgroup.py``);
 - the verdict: the program's process only computes the values of the test inputs and sends
   them as plain data; expected values never enter it, and every comparison runs here, in the
-  trainer (``grading.py``).
+  trainer (``grading.py``), at a cost linear in what it sent (``values.py``).
 
 ``run_tests(programs)`` is the one-call API; ``sandbox_for`` shares one template per
 (isolation, memory) within a process.
