@@ -22,7 +22,6 @@ from typing import NamedTuple
 
 from grpo_lab.rewards import algebra, strict
 
-_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _OPEN_TAG_RE = re.compile(r"<answer>", re.IGNORECASE)
 _CLOSE_TAG_RE = re.compile(r"</answer>", re.IGNORECASE)
 _HASH_RE = re.compile(r"####\s*([^\n]*)")
@@ -56,12 +55,24 @@ def extract_tagged(text: str) -> str | None:
     return found[-1] if found else None
 
 
-def all_tagged(text: str) -> list[str]:
-    """Contents of every closed ``<answer>`` tag, then of an unclosed final one, stripped."""
-    found = [m.strip() for m in _TAG_RE.findall(text)]
-    starts = list(_OPEN_TAG_RE.finditer(text))
-    if starts and _CLOSE_TAG_RE.search(text, starts[-1].end()) is None:
-        found.append(text[starts[-1].end():].strip())
+def all_tagged(text: str, closed_only: bool = False) -> list[str]:
+    """Contents of every closed ``<answer>`` tag (each opener with the first closer after it, as
+    a non-greedy match would pair them), then of an unclosed final one unless ``closed_only``,
+    stripped; one pass, so a text of many openers costs what its length does."""
+    closers = iter(_CLOSE_TAG_RE.finditer(text))
+    found, position = [], 0
+    for opener in _OPEN_TAG_RE.finditer(text):
+        if opener.start() < position:
+            continue
+        closer = next(closers, None)
+        while closer is not None and closer.start() < opener.end():
+            closer = next(closers, None)
+        if closer is None:
+            if not closed_only:
+                found.append(text[opener.end():].strip())
+            break
+        found.append(text[opener.end():closer.start()].strip())
+        position = closer.end()
     return found
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 import ast
 import re
 
-from grpo_lab.rewards.extract import all_boxed
+from grpo_lab.rewards.extract import all_boxed, all_tagged
 
 _INTEGER_RE = re.compile(r"-?\d+")
-_TAGS_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _FENCE_RE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _PYTHON_LANGS = {"python", "py", "python3"}
 
@@ -25,7 +24,7 @@ def is_integer(text: str) -> bool:
 def has_answer_tags(text: str) -> bool:
     """True iff the text holds a closed ``<answer>...</answer>`` pair with something in it: an
     empty or blank pair is no answer, so it earns no format bonus."""
-    return any(content.strip() for content in _TAGS_RE.findall(text))
+    return any(all_tagged(text, closed_only=True))
 
 
 def has_boxed(text: str) -> bool:

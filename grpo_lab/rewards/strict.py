@@ -23,7 +23,7 @@ Everything here is a pure, linear-time function of the text.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 _OR_RE = re.compile(r"(?<![A-Za-z\\])or(?![A-Za-z])", re.IGNORECASE)
 _PM_RE = re.compile(r"±|∓|\\pm(?![A-Za-z])|\\mp(?![A-Za-z])|\+\s*/\s*-")
@@ -50,6 +50,8 @@ _SEPARATORS = ",;\n"
 
 STRUCTURE = ("alternatives", "items", "collection")  # what math and logic compare; values do the rest
 ALL = (*STRUCTURE, "numbers", "words")
+MAX_MARKS = 4  # more distinct marked answers than this is a list of guesses, not an answer
+MAX_LATEX = 2000  # characters of a math answer read for readable_latex; longer is not a short answer
 
 
 class Shape(NamedTuple):
@@ -63,6 +65,8 @@ class Shape(NamedTuple):
 
 
 class Counts(NamedTuple):
+    """Candidates an answer names, in each measure of the module doc."""
+
     alternatives: int
     items: int
     collection: int
@@ -118,7 +122,9 @@ def names_more(answer: str, reference: str, measures: tuple[str, ...] = STRUCTUR
 def readable_latex(text: str) -> bool:
     """True iff every LaTeX command of ``text`` is in MATH_COMMANDS and it holds no bare "&",
     "...", "…" or unpaired "|": what a lenient parser could read as one of several values. The
-    cells of a matrix environment may be separated by "&" and "\\\\"."""
+    cells of a matrix environment may be separated by "&" and "\\\\". Past MAX_LATEX characters, False."""
+    if len(text) > MAX_LATEX:
+        return False
     cells = _MATRIX_RE.sub(lambda m: m.group(2).replace("&", " ").replace("\\\\", " "), text)
     if "&" in cells or "..." in cells or "…" in cells or cells.count("|") % 2:
         return False
@@ -167,10 +173,8 @@ def _split(s: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in items if item.strip())
 
 
-MAX_MARKS = 4  # more distinct marked answers than this is a list of guesses, not an answer
-
-
-def grade(marks: list[str], reference: str, equal, measures: tuple[str, ...] = STRUCTURE) -> tuple[float, str | None]:
+def grade(marks: list[str], reference: str, equal: Callable[[str], tuple[bool, str | None]],
+          measures: tuple[str, ...] = STRUCTURE) -> tuple[float, str | None]:
     """(reward, the last answer as shown by ``equal``) of a completion's distinct marked answers.
 
     1.0 iff there is at least one mark and at most MAX_MARKS, none names more candidates than

@@ -147,3 +147,19 @@ def test_normalize_code_ignores_formatting_only():
     assert normalize_code("3*x +1  # c") == normalize_code("3 * x + 1")
     assert normalize_code("3*x+2") != normalize_code("3*x+1")
     assert normalize_code(" broken ( ") == "broken ("
+
+
+def test_tags_and_boxes_cost_what_the_text_is_long():
+    import time
+
+    honest = "work " * 4000 + "<answer>4</answer>"
+    hostile = ["<answer>" * 4000, "\\boxed{" * 4000, "<answer>" * 2000 + "</answer>" * 2000]
+
+    def cost(text):
+        start = time.perf_counter()
+        marked_answers(text), has_answer_tags(text), has_boxed(text)
+        return time.perf_counter() - start
+
+    baseline = min(cost(honest) for _ in range(3))
+    assert all(min(cost(text) for _ in range(3)) < 20 * baseline + 0.01 for text in hostile)
+    assert all_tagged("<answer>" * 3 + "x") == ["<answer><answer>x"] and all_tagged("<answer>x", closed_only=True) == []

@@ -135,3 +135,23 @@ def test_format_bonus_needs_a_non_empty_answer():
                    "\\boxed{3 or 4}", "<answer></answer> \\boxed{4}"]
     assert [s.format_ok for s in task.score([problem] * len(completions), completions)] == [
         False, False, False, False, True, True, True]
+
+
+def test_hostile_completions_cost_about_what_honest_ones_do():
+    import time
+
+    problem = Problem("math/natural/train/0", "math", "q", "4", "", 0)
+    honest = ["Two and two make four. " * 200 + "<answer>4</answer>"] * 8
+    hostile = ["<answer>" * 1200, "\\boxed{" * 1200, "<answer>" * 600 + "</answer>" * 600, "#### " * 1000,
+               "<answer>" + "(" * 2000 + "</answer>", "<answer>" + "1," * 2000 + "</answer>",
+               "<answer>" + "x^8*" * 500 + "</answer>", "<answer>" + "3 or " * 800 + "4</answer>"]
+    for task in (make_task("math", "natural"), make_task("logic", "natural")):
+        def cost(batch):
+            start = time.perf_counter()
+            scores = task.score([problem] * len(batch), batch)
+            return time.perf_counter() - start, scores
+
+        honest_s = min(cost(honest)[0] for _ in range(3))
+        hostile_s, scores = min((cost(hostile) for _ in range(3)), key=lambda r: r[0])
+        assert [s.reward for s in scores] == [0.0] * len(hostile)
+        assert hostile_s < 10 * honest_s + 0.02  # generous: the machine is shared
