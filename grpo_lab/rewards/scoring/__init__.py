@@ -22,7 +22,7 @@ import hashlib
 from grpo_lab.rewards.scoring import protocol
 from grpo_lab.rewards.scoring.guard import inert
 from grpo_lab.rewards.scoring.launch import ScoringError, check
-from grpo_lab.rewards.scoring.reach import scorer_modes
+from grpo_lab.rewards.scoring.reach import entry_modes
 from grpo_lab.rewards.scoring.worker import ScoringWorker
 
 __all__ = ["ScoringError", "ScoringWorker", "check", "math_verify_equal", "score_calls", "score_rg",
@@ -50,12 +50,11 @@ def score_rg(dataset: str, configs: list[dict], entries: list[dict], answers: li
              isolation: str = "bwrap") -> list[float]:
     """reasoning-gym's own score of each answer, in [0, 1]: ``score_answer(answer, entry)`` of
     ``create_dataset(dataset, **config)``, run in the worker. An answer that is not inert to
-    the evaluation its entry's scorer may apply (``reach.scorer_modes``) scores 0 unsent."""
+    the evaluation its entry's scorer may apply (``reach.entry_modes``) scores 0 unsent."""
     worker = worker_for(isolation)
     jobs: list[bytes | None] = []
     for config, entry, answer in zip(configs, entries, answers, strict=True):
-        source = (entry.get("metadata") or {}).get("source_dataset", dataset)
-        if not inert(answer, scorer_modes(source) | scorer_modes(dataset)):
+        if not inert(answer, entry_modes(dataset, entry)):
             jobs.append(None)
             continue
         key = _key(dataset, config)

@@ -77,10 +77,10 @@ def _lock_down(keep, cfg, seccomp):
 
 def _read_job(sock, max_job):
     """The job's bytes, or None when the parent closed the socket or broke the framing."""
-    data = b""
+    data = bytearray()
     size = None
     while size is None or len(data) < _HEADER + size:
-        chunk = sock.recv(1 << 16)
+        chunk = sock.recv(1 << 20)
         if not chunk:
             return None
         data += chunk
@@ -88,7 +88,7 @@ def _read_job(sock, max_job):
             size = int.from_bytes(data[:_HEADER], "big")
             if size > max_job:
                 return None
-    return data[_HEADER:_HEADER + size]
+    return bytes(data[_HEADER:_HEADER + size])
 
 
 def _child(sock, cfg, seccomp):

@@ -34,6 +34,16 @@ def scorer_modes(dataset: str) -> frozenset[str]:
     return modes_of(DATASETS[dataset][0])
 
 
+def entry_modes(dataset: str, entry: dict) -> frozenset[str]:
+    """The evaluations an answer to ``entry`` may meet: its dataset's scorer and, for an entry
+    a composite dataset took from another, that one's too."""
+    from reasoning_gym.factory import DATASETS
+
+    source = (entry.get("metadata") or {}).get("source_dataset") if isinstance(entry, dict) else None
+    extra = scorer_modes(source) if isinstance(source, str) and source in DATASETS else frozenset()
+    return scorer_modes(dataset) | extra
+
+
 def modes_of(cls: type) -> frozenset[str]:
     found: set[str] = set()
     seen: set = set()
