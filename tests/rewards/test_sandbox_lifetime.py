@@ -147,3 +147,33 @@ def test_closing_the_sandbox_removes_its_cgroup():
     assert all(os.path.isdir(d) for d in dirs)
     box.close()
     assert not any(os.path.exists(d) for d in dirs)
+
+
+def host_pid(box, pid: int) -> int:
+    """Host pid of the sandbox process whose pid in the sandbox's namespace is ``pid``."""
+    for candidate in box.group.pids():
+        with open(f"/proc/{candidate}/status") as f:
+            nspid = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
+        if int(nspid[-1]) == pid:
+            return candidate
+    raise LookupError(pid)
+
+
+def test_idle_children_killed_from_outside_are_dropped_and_the_batch_scores_exactly(box):
+    rates(box, HONEST)
+    deadline = time.monotonic() + 10
+    while len(box.group.pids()) < box._template.base + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    victims = []
+    with box._lock:  # the children ordered after the last batch, received now
+        box._start_polling()
+        box._receive_children()
+        victims = [c[0] for c in [*box._idle, *box._warming.values()]][:2]  # ready or warming up
+    hosts = [host_pid(box, pid) for pid in victims]
+    for pid in hosts:  # as the OOM killer would, while the trainer generates
+        os.kill(pid, 9)
+    while set(hosts) & set(box.group.pids()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)  # the template reports them reaped
+    assert victims and rates(box, [(c + f"\n# {i}", t) for i in range(6) for c, t in HONEST]) == [1.0, 0.5] * 6
+    assert not {c[0] for c in [*box._idle, *box._warming.values()]} & set(victims) and box.strays == 0

@@ -64,7 +64,8 @@ class Sandbox:
         self._owed = 0  # children asked for and not yet received
         self._cpu_s = 0  # RLIMIT_CPU of the children this batch uses
         self._dying: dict[int, tuple[int | None, bool]] = {}  # pid -> (program, ended) until reaped
-        self._dead: set[int] = set()  # children reported reaped before this process let them go
+        self._flying: set[int] = set()  # pids of the children running a program
+        self._dead: set[int] = set()  # of those, the ones reported reaped before their verdict was taken
         self._kills: list[int] = []  # children to kill, sent once per poll
         self.programs_run = 0  # jobs sent, over this sandbox's life (identical programs count once)
         self.templates_lost = 0  # templates that died or stalled under a batch and were replaced
@@ -177,6 +178,7 @@ class Sandbox:
                 self._order(1)
                 continue
             self.programs_run += 1
+            self._flying.add(pid)
             self._top_up(len(todo))
             deadline = time.monotonic() + timeout_s * self.stretch
             inflight[sock.fileno()] = wire.Flight(i, pid, deadline, sock, messages_left=jobs[i][1] + 1)
@@ -212,6 +214,7 @@ class Sandbox:
         flight = inflight.pop(fd)
         done[flight.program] = bytes(flight.output)
         self._poller.unregister(fd)
+        self._flying.discard(flight.pid)
         self._let_go(flight.pid, flight.sock, flight.program, ended)
 
     def _let_go(self, pid: int, sock: socket.socket, program: int | None = None, ended: bool = True) -> None:
@@ -266,9 +269,7 @@ class Sandbox:
             if not msg:
                 raise TemplateLost("the template exited")
             if msg[:1] == b"D":
-                for pid in wire.pids(msg[1:]):
-                    if self._dying.pop(pid, None) is None:
-                        self._dead.add(pid)
+                self._reaped(wire.pids(msg[1:]))
                 continue
             self._owed -= 1
             sock = socket.socket(fileno=fds[0])
@@ -276,6 +277,23 @@ class Sandbox:
             self._warming[sock.fileno()] = (pid, cpu_s, sock)
             if not self._ready(sock.fileno(), wait=False):
                 self._poller.register(sock, select.POLLIN)
+
+    def _reaped(self, pids: list[int]) -> None:
+        """The template reaped these children: a death awaited, a running program's end (its
+        verdict comes from its socket), or an idle child lost (the OOM killer), dropped now so
+        that no pid the kernel may reuse lingers here."""
+        for pid in pids:
+            if self._dying.pop(pid, None) is not None:
+                continue
+            if pid in self._flying:
+                self._dead.add(pid)
+                continue
+            for child in [c for c in self._idle if c[0] == pid]:
+                self._idle.remove(child)
+                child[2].close()
+            for fd in [fd for fd, c in self._warming.items() if c[0] == pid]:
+                self._poller.unregister(fd)  # registered while warming (a closed one would poll as POLLNVAL)
+                self._warming.pop(fd)[2].close()
 
     def _ready(self, fd: int, wait: bool = True) -> bool:
         """A child's first message is its "R"; anything else (it died) drops it, as does a
@@ -317,6 +335,7 @@ class Sandbox:
         self._idle.clear()
         self._warming.clear()
         self._dying.clear()
+        self._flying.clear()
         self._dead.clear()
         self._kills.clear()
         self._owed = 0
