@@ -8,6 +8,8 @@ set of 8,000 of them took 3-7 s to build in the trainer before the judge refused
 
 import json
 import statistics
+import subprocess
+import sys
 import time
 
 import pytest
@@ -94,11 +96,40 @@ def test_crowded_hashes_fail_the_test_whatever_builds_them():
     (b"[0, [" + b"[" * 400 + b"]" * 400 + b"]]", False),
     (b'[0, ["' + b"[" * 5000 + b'"]]', True),  # brackets inside a string are text
     (b'[0, ["\\"' + b"[" * 5000 + b'"]]', True),
+    (b'[0, ["\\\\", ' + b"[" * 400 + b"]" * 400 + b"]]", False),  # an escaped backslash, then the string ends
     (b"[0, [" + b"[" * 5000, False),  # unclosed: the scanner would recurse before it fails
     (b"]]]" + b"[" * 5000, False),
 ])
 def test_nesting_is_measured_on_the_structure_only(text, ok):
     assert shallow(text) is ok
+
+
+RAISED_LIMIT = """import json, sys, time
+sys.setrecursionlimit(1_000_000)  # json.loads of 200,000 nested brackets now overflows the C stack
+from grpo_lab.rewards.sandbox.values import parse_line
+deep = [b"[0, [" + b"[" * 200000 + b"]" * 200000 + b"]]", b"[0, [" + b'{"tuple": [' * 40000 + b"]}" * 40000 + b"]]",
+        b"[0, [" + b"[" * 250000, b'[0, ["' + b"[" * 1000 + b'", ' + b"[" * 100000 + b"]" * 100000 + b"]]"]
+for payload in deep:
+    try:
+        parse_line(payload)
+        raise SystemExit("parsed")
+    except ValueError:
+        pass
+def seconds(line):
+    start = time.perf_counter()
+    for _ in range(5):
+        parse_line(line)
+    return time.perf_counter() - start
+pairs = lambda n: json.dumps([0, [{"dict": [[k, str(k)] for k in range(n)]}]]).encode()
+print(json.dumps([seconds(pairs(1000)), seconds(pairs(8000))]))
+"""
+
+
+def test_a_trainer_with_a_raised_recursion_limit_refuses_deep_nesting_in_linear_time():
+    done = subprocess.run([sys.executable, "-c", RAISED_LIMIT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])  # -11 without the check
+    small, large = json.loads(done.stdout)
+    assert large < 20 * small + 5e-3
 
 
 def test_a_message_that_is_not_utf8_json_is_refused_before_it_is_scanned():

@@ -6,9 +6,10 @@ one-key objects (``{"set": [...]}``); anything else is refused. A child can also
 bytes it likes instead, so nothing here trusts the message's shape, and nothing costs more
 than about its size:
 
-- parsing runs in the json module's C scanner, after a check that the message nests no
-  deeper than an encoded value can (deeper nesting would recurse in C, past what a raised
-  recursion limit leaves of the stack); each tagged object is one call of ``_tagged``;
+- parsing runs in the json module's C scanner, whose recursion guard refuses deep nesting;
+  where the trainer raised its recursion limit past what the C stack bears, a linear check
+  first refuses a message nested deeper than an encoded value can be (``shallow``); each
+  tagged object is one call of ``_tagged``;
 - a set, a frozenset or a dict's keys are built only if at most ``MAX_SAME_HASH`` distinct
   items share one hash value. Python hashes an int by its value modulo 2**61 - 1, so a
   candidate can send thousands of distinct ints (tuples, floats, frozensets of them) with
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import collections
 import json
-import re
 import sys
 from typing import Any
 
@@ -35,10 +35,11 @@ MAX_SAME_HASH = 4  # distinct items one hash may hold; honest data has 1 (-1 and
 MAX_INT_DIGITS = 4300
 MAX_DEPTH = 100  # the child's encoder refuses deeper values
 _MAX_JSON_DEPTH = 3 * MAX_DEPTH + 4  # a dict level is three JSON levels; the message wraps the values in two
+# Up to this recursion limit the scanner's own recursion guard stops deep nesting well inside
+# the C stack, and ``shallow`` need not run; a trainer that raised its limit gets the check.
+_SAFE_RECURSION = 4000
 _OPENERS = (b"[", b"{")
-_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # int8: +1 in, -1 out
-_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEPS = bytes(1 if b in b"[{" else 255 if b in b"]}" else 0 for b in range(256))  # int8: +1 in, -1 out
 
 
 class Undecodable(ValueError):
@@ -163,13 +164,18 @@ def decode(value: Any, depth: int = 0) -> Any:
 
 def shallow(line: bytes, limit: int = _MAX_JSON_DEPTH) -> bool:
     """Does this JSON text nest at most ``limit`` deep (and close no more than it opened)?
-    Linear: strings are cut out, then the running depth is summed over the brackets left."""
+    Linear, at C speed: escapes are cut out as the scanner reads them (backslash pairs from
+    the left, then escaped quotes), a bracket after an odd number of quotes is text, and the
+    running depth is summed over the rest."""
     if sum(map(line.count, _OPENERS)) <= limit:
         return True
-    import numpy as np  # only for long messages: a cumulative sum at C speed
+    import numpy as np  # only for long messages
 
-    steps = np.frombuffer(_STRINGS.sub(b"", line).translate(_STEPS, _NOT_BRACKETS), dtype=np.int8)
-    depth = np.cumsum(steps, dtype=np.int64)
+    text = np.frombuffer(line.replace(b"\\\\", b"").replace(b'\\"', b""), dtype=np.uint8)
+    steps = np.frombuffer(_STEPS, dtype=np.int8)[text]
+    if b'"' in line:
+        steps[np.bitwise_xor.accumulate(text == ord('"'))] = 0
+    depth = np.cumsum(steps, dtype=np.int32)
     return not depth.size or (int(depth.max()) <= limit and int(depth.min()) >= 0)
 
 
@@ -197,7 +203,7 @@ def parse_line(line: bytes) -> tuple[int, list | None]:
     # the scanner's structure), and decoded here: json.loads would take bytes such as
     # b"[\x00" for UTF-16.
     text = line.decode()
-    if not shallow(line):
+    if sys.getrecursionlimit() > _SAFE_RECURSION and not shallow(line):
         raise Undecodable("nested too deep")
     data = json.loads(text, object_pairs_hook=_tagged, parse_constant=_reject_constant, parse_int=_int_parser())
     if type(data) is not list or len(data) != 2 or type(data[0]) is not int:
