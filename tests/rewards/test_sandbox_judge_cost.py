@@ -33,7 +33,8 @@ PAYLOADS = {
         {"set": [k * m + j for k in range(1, n // MAX_SAME_HASH + 1) for j in range(MAX_SAME_HASH)]}),
     "colliding frozenset": lambda n, m: line({"frozenset": [-k * m for k in range(1, n + 1)]}),
     "colliding dict": lambda n, m: line({"dict": [[k * m, k] for k in range(1, n + 1)]}),
-    "colliding tuples": lambda n, m: line({"set": [{"tuple": [k * m, j * m]} for k in range(n // 8) for j in range(8)]}),
+    "colliding tuples": lambda n, m: line(
+        {"set": [{"tuple": [k * m, j * m]} for k in range(n // 8) for j in range(8)]}),
     "colliding frozensets": lambda n, m: line({"set": [{"frozenset": [k * m]} for k in range(1, n + 1)]}),
     "deep nesting": lambda n, m: (b"[0, [" + b"[" * (20 * n) + b"]" * (20 * n) + b"]]" if m == M
                                   else b"[0, [[" + b",".join([b"[]"] * (20 * n)) + b"]]]"),
@@ -154,7 +155,8 @@ for fd in range(3, 32):
 HONEST = ("def add(a, b):\n    return a + b\nwork = sum(i * i for i in range(400000))",  # about 40 ms
           ["add(1, 2) == 3", "assert add(-1, 1) == 0"])
 FORGED = {  # built in the child: under 256 KB of messages
-    "colliding set": "b'[0, [{\"set\": [' + ','.join(str(k * (2 ** 61 - 1)) for k in range(1, 5000)).encode() + b']}]]'",
+    "colliding set": "b'[0, [{\"set\": [' + ','.join(str(k * (2 ** 61 - 1)) for k in range(1, 5000)).encode()"
+                     " + b']}]]'",
     "colliding dict": "b'[0, [{\"dict\": [' + ','.join(f'[{k * (2 ** 61 - 1)}, 0]' for k in range(1, 4000)).encode()"
                       " + b']}]]'",
     "deep nesting": "b'[0, [' + b'[' * 60000 + b']' * 60000 + b']]'",

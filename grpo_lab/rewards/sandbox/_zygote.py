@@ -14,9 +14,10 @@ process, and every program starts in a fresh process that holds nothing of its b
 A child, before it may receive a job: closes every inherited descriptor but its socket,
 points stdio at /dev/null, sets hard rlimits, makes itself undumpable, drops every
 capability, installs the seccomp allowlist (``_seccomp.py``: no signal, priority or affinity
-call can reach another process) and an audit hook (a second layer). Then it reads one message ``{"code", "tests": [[setup,
-holes]]}``, runs the code, and for each test sends one message ``[t, [value, ...]]`` (tagged
-JSON, see ``encode``), so a hang in test 3 keeps tests 1 and 2.
+call can reach another process) and an audit hook (a second layer). Then it reads one
+message ``{"code", "tests": [[setup, holes]]}``, runs the code, and for each test sends one
+message ``[t, [value, ...]]`` (tagged JSON, see ``encode``), so a hang in test 3 keeps tests
+1 and 2, and then its end mark ``E``.
 """
 
 import builtins
