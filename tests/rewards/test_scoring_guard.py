@@ -8,6 +8,7 @@ datasets' own reference answers must all pass it.
 import ast
 import inspect
 import re
+import tokenize
 import types
 
 import pytest
@@ -102,7 +103,7 @@ def test_code_capable_answers_are_refused_by_both_guards(payload):
         assert not inert(payload, frozenset({EVAL})), payload
 
 
-CORPUS = HOSTILE + ["*a", "1 2 3", "_ Q _ _\nQ _ _ _", "x**2", "sin(x)", "[1, [2, (3,)]]", "-5", "abc", "a b",
+CORPUS = HOSTILE + ["*a", ")32 - 4 - 03(*24", "(1 +", "'abc", "1 2 3", "_ Q _ _\nQ _ _ _", "x**2", "sin(x)", "[1, [2, (3,)]]", "-5", "abc", "a b",
                     "x!", "3!!", "0.[3]", "1e5", "x, y", "(x)", "[x]", "x == y", "~x", "x ^ y", "x << 2", "1j",
                     "Max(x, 1)", "max(x, 1)", "Integral(x, x)", "Rational(1, 2)", "", " ", "\\frac{1}{2}"]
 
@@ -131,7 +132,7 @@ def test_what_the_sympy_guard_lets_through_calls_only_math_functions_once_transf
     try:
         code = stringify_expr(text.strip(), {}, namespace, standard_transformations)
         tree = ast.parse(code, mode="eval")
-    except (SyntaxError, TypeError, ValueError):
+    except (SyntaxError, TypeError, ValueError, tokenize.TokenError):
         return  # sympy would refuse it before evaluating anything
     constructors = {"Symbol", "Integer", "Float", "Rational", "factorial", "factorial2"}
     for node in ast.walk(tree):

@@ -11,10 +11,11 @@ without sending it, unless it is inert for that kind of evaluation:
     numbers, strings, lists, tuples, sets, signs on numbers, and plain names (a lookup,
     never a call). No call, attribute, subscript, operator, comprehension or lambda.
 ``sympy`` (``sympy.parse_expr``, which runs ``eval`` with Python's builtins in scope): the
-    tokens of the stripped text, as sympy reads them, are numbers, arithmetic, comparison and
-    bitwise operators, brackets, commas, ``!`` (factorial) and plain names; a name may be
-    called only when it is one of a fixed set of mathematical functions; a list may not be
-    subscripted and nothing but those names called.
+    stripped text does not tokenize (sympy tokenizes it the same way and raises before its
+    ``eval``), or its tokens are numbers, arithmetic, comparison and bitwise operators,
+    brackets, commas, ``!`` (factorial) and plain names; a name may be called only when it is
+    one of a fixed set of mathematical functions; a list may not be subscripted and nothing but
+    those names called.
 
 A plain name is ASCII (Python folds other letters to ASCII ones: ``ｅｖａｌ`` is ``eval``), not a
 keyword, not a builtin, and starts with a letter (no ``_`` or dunder). Strings are inert to
@@ -85,7 +86,9 @@ def _literal_node(node: ast.AST) -> bool:
 def inert_to_sympy(answer: str) -> bool:
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(answer.strip()).readline))
-    except (tokenize.TokenError, SyntaxError, ValueError, RecursionError, MemoryError):
+    except (tokenize.TokenError, SyntaxError):
+        return True  # sympy reads the same text with the same tokenizer, and fails before its eval
+    except (ValueError, RecursionError, MemoryError):
         return False
     previous = None
     for token in tokens:
