@@ -127,6 +127,28 @@ def test_attacks_change_nothing_in_the_trainer_and_honest_scores_stay_exact(work
     assert again == [e for _, e in honest]
 
 
+@pytest.mark.slow
+def test_every_dataset_scores_in_the_worker_exactly_as_in_process():
+    """The allowlist, the rlimits and the read-only file system take nothing a scorer needs:
+    reference answers, near misses and no answer score the same in the worker as here."""
+    worker = scoring.worker_for("bwrap")
+    jobs, expected = [], []
+    for dataset in sorted(factory.DATASETS):
+        try:
+            ds = factory.create_dataset(dataset, **CONFIG)
+            entries = [ds[0], ds[1]]
+        except Exception:  # composite needs a list of datasets to draw from
+            continue
+        key = _prepared(worker, dataset)
+        for entry in entries:
+            for answer in (str(entry["answer"]), str(entry["answer"])[:-1] + "1", None):
+                jobs.append(protocol.job("rg", key, entry, answer))
+                expected.append(_own(ds, answer, entry))
+    assert len(jobs) >= 600
+    values = worker.score(jobs)
+    assert [(job, v) for job, v, e in zip(jobs, values, expected) if v != e] == []
+
+
 def test_a_forged_reply_is_stopped_by_the_guard_not_the_sandbox(worker):
     """Code inside a child can write its own "1.0"; only the guard keeps such code from running."""
     dataset = "spiral_matrix"
