@@ -11,8 +11,8 @@ identical jobs (common within a GRPO group) are scored once.
 
 Scoring never fails because of an answer: if the template dies or stalls, it is replaced, the
 answers that were in flight are scored again one at a time, and one that loses the template
-while alone scores 0. Only a worker that cannot start (or cannot prepare a scorer) raises
-``ScoringError``.
+while alone scores 0. Only a worker that cannot start, cannot prepare a scorer, or loses its
+template three times in a row with nothing scored raises ``ScoringError``.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ class ScoringWorker:
         self._owed = 0
         self._replies: list[bytes] = []  # the template's answers to P and D
         self._poller = select.poll()
+        self._silent: list[int] = []  # jobs of this attempt whose child closed without a reply
         self.answers_scored = 0
         self.templates_lost = 0
         self.scored_zero_alone = 0
@@ -137,7 +138,7 @@ class ScoringWorker:
         todo = collections.deque(i for i in batch if len(jobs[i]) <= _MAX_JOB)
         done: dict[int, float] = {i: 0.0 for i in batch if len(jobs[i]) > _MAX_JOB}
         inflight: dict[int, _Flight] = {}
-        self._silent: list[int] = []  # jobs whose child closed without a reply
+        self._silent = []
         try:
             self._start_polling()
             self._receive()
