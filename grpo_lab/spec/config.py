@@ -39,6 +39,7 @@ from grpo_lab.spec.sections import (  # noqa: F401  (re-exported: the sections a
 from grpo_lab.spec.sources import TASK_REWARD, DataConfig
 from grpo_lab.spec.tricks import apply_tricks
 from grpo_lab.tasks import TASKS, check_task
+from grpo_lab.tasks.registry import grading_version
 from grpo_lab.util.dicts import deep_merge, nest
 from grpo_lab.util.validate import Strict, validate
 from grpo_lab.util.yamlio import ConfigError, load_yaml
@@ -118,6 +119,9 @@ class RunConfig(Strict):
             versions = {t: TASKS[t].generator_version for t in self.tasks if t in TASKS}
             if any(v != 1 for v in versions.values()):
                 dump["generator_versions"] = versions
+        graded = {t: v for t in self.tasks if (v := grading_version(t)) != 1}
+        if graded:
+            dump["grading_versions"] = graded
         plugins = plugin_identity(self)
         if plugins:
             dump["plugins"] = plugins

@@ -88,6 +88,7 @@ class BaseTask:
     record_fields = {"prompt": "question", "answer": "answer", "difficulty": "difficulty"}
     needs: tuple[str, ...] = ("prompt", "answer")
     generator_version = 1  # bumped when generated problems change: cached warm starts depend on them
+    grading_version = 1  # bumped when scoring changes: a run graded the old way is another run
 
     def __init__(
         self,

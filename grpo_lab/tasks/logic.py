@@ -113,6 +113,7 @@ class LogicTask(BaseTask):
     """Ordering and boolean puzzles with a binary exact-answer reward."""
 
     name = "logic"
+    grading_version = 2  # strict grading (rewards/strict.py): hedges and unmarked answers earn 0
 
     def _draft(self, rng: random.Random, level: int) -> Draft:
         compact = self.register == "compact"

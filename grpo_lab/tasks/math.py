@@ -124,6 +124,7 @@ class MathTask(BaseTask):
     """Arithmetic with a strict exact-value reward: one marked answer, equal to the target."""
 
     name = "math"
+    grading_version = 2  # strict grading (rewards/strict.py): hedges and unmarked answers earn 0
 
     def __init__(self, register: str = "compact", verifier: str = "extract", sandbox: str = "bwrap", **kw):
         if verifier not in ("extract", "math-verify"):

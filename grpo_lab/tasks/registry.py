@@ -148,3 +148,10 @@ def construct(name: str, options: dict) -> Any:
 def _first_line(obj: Any) -> str:
     doc = inspect.getdoc(obj) or ""
     return doc.splitlines()[0] if doc else ""
+
+
+def grading_version(name: str) -> int:
+    """The task's ``grading_version`` (1 for a task without one): part of a run's identity, so a
+    finished run scored by an older grader is never reused as if scored by today's."""
+    factory = resolve(name).factory
+    return getattr(getattr(factory, "func", factory), "grading_version", 1)  # rg: entries are partials

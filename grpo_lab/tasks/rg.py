@@ -69,6 +69,8 @@ def rg_entry(name: str):
 class RGTask(BaseTask):
     """One reasoning-gym dataset, levels from its curriculum, reward = its score_answer, strictly."""
 
+    grading_version = 2  # strict scoring; scoring=lenient is in the run id by itself
+
     def __init__(self, dataset: str, register: str = "natural", levels: int | None = None,
                  scoring: str = "strict", sandbox: str = "bwrap", **kw):
         if scoring not in SCORINGS:

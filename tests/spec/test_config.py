@@ -65,9 +65,25 @@ def test_run_id_changes_with_the_task_generator_version(monkeypatch):
     assert v1 != v2  # runs on a changed generator are new runs, not finished ones
     monkeypatch.setattr(code_module.CodeTask, "generator_version", 3)
     assert cfg.run_id() not in (v1, v2)
-    math = RunConfig(model="tiny", task="math")  # version 1: the id is the plain config hash
+    code = RunConfig(model="tiny", task="code", seed=1)  # both versions 1: the id is the plain config hash
+    monkeypatch.setattr(code_module.CodeTask, "generator_version", 1)
+    before = code.model_dump(mode="json", exclude=LATER_SETTINGS)
+    assert code.run_id() == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def test_run_id_changes_with_the_task_grading_version(monkeypatch):
+    """Runs graded before strict grading (math, logic, rg:) are other runs: a sweep never reuses
+    a finished run whose rewards a hedge could earn."""
+    from grpo_lab.tasks import math as math_module
+
+    math = RunConfig(model="tiny", task="math")
+    assert math.identity()["grading_versions"] == {"math": 2}
+    strict = math.run_id()
+    monkeypatch.setattr(math_module.MathTask, "grading_version", 1)
     before = math.model_dump(mode="json", exclude=LATER_SETTINGS)
     assert math.run_id() == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
+    assert math.run_id() != strict
+    assert "grading_versions" not in RunConfig(model="tiny", task="code").identity()
 
 
 def test_duplicate_yaml_key_names_file_line_and_key(tmp_path):
