@@ -9,8 +9,8 @@ natural-register programs (reference solutions and wrong ones mixed): "distinct"
 different programs: no dedup helps) and "grpo" (32 problems x 8 samples, the duplicates a GRPO
 group has). ``--gap`` seconds of idle time come before each call, as generation gives in a
 training step; gap 0 measures back-to-back calls, where children are forked on the scoring
-path. Prints median seconds per call, new/old ratios and whether both sides gave the same
-rewards. Target: new <= 1.2x old (0a82059: before every program's process was killed and seen
+path. Prints median wall seconds and CPU seconds (trainer, template and children) per call,
+new/old ratios and whether both sides gave the same rewards. Target: new <= 1.2x old (0a82059: before every program's process was killed and seen
 reaped on its verdict, the cgroup, and the linear-cost judge).
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -47,6 +48,27 @@ def batches() -> dict[str, list[tuple[str, list[str]]]]:
             for name, batch in {"distinct": distinct, "grpo": grpo}.items()}
 
 
+def sandbox_cpu(box) -> float:
+    """CPU seconds the box's template and the children it has reaped used so far (bwrap's
+    own processes only wait)."""
+    def tree(pid: int) -> list[int]:
+        try:
+            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            kids = []
+        return [pid] + [p for k in kids for p in tree(int(k))]
+
+    for pid in tree(box._proc.pid):  # parents first: the template before its children
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"_zygote.py" in command and not command.startswith(b"bwrap"):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+        except OSError:
+            continue
+    raise LookupError("no template process")
+
+
 def side(tree: str, work_file: str, gaps: list[float], reps: int) -> None:
     """Measure the sandbox of ``tree`` (this process only): prints {batch/gap: [seconds], rewards}."""
     sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__ + str(f)]
@@ -63,12 +85,14 @@ def side(tree: str, work_file: str, gaps: list[float], reps: int) -> None:
     for name, programs in compiled.items():
         for gap in gaps:
             key = f"{name}/{gap}"
-            out[key] = []
+            out[key], out[f"{key}/cpu"] = [], []
             for _ in range(reps):
+                before = sandbox_cpu(box)  # the gap's forks count: the sandbox does them for this call
                 time.sleep(gap)
-                start = time.perf_counter()
+                start, trainer = time.perf_counter(), time.process_time()
                 passed = box.run(programs, timeout)
                 out[key].append(time.perf_counter() - start)
+                out[f"{key}/cpu"].append(time.process_time() - trainer + sandbox_cpu(box) - before)
             out[f"{key}/rewards"] = [sum(p) / len(p) if p else 0.0 for p in passed]
     box.close()
     print(json.dumps(out))
@@ -104,13 +128,17 @@ def main() -> None:
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", old_tree], cwd=ROOT, capture_output=True)
     print(f"baseline {args.baseline}; {args.rounds} rounds x {args.reps} calls per side, A B A B")
-    print(f"{'batch':<10}{'gap s':>6}{'old s':>9}{'new s':>9}{'new/old':>9}  rewards equal")
+    print("wall: seconds per call; CPU: CPU seconds per call (trainer, template, children: what other load on")
+    print("the machine changes least)")
+    print(f"{'batch':<10}{'gap s':>6}{'old s':>9}{'new s':>9}{'new/old':>9}{'old CPU':>9}{'new CPU':>9}{'new/old':>9}"
+          "  rewards equal")
     for name in ("distinct", "grpo"):
         for gap in gaps:
             key = f"{name}/{gap}"
             o, n = statistics.median(results["old"][key]), statistics.median(results["new"][key])
+            oc, nc = statistics.median(results["old"][f"{key}/cpu"]), statistics.median(results["new"][f"{key}/cpu"])
             same = results["old"][f"{key}/rewards"][-1] == results["new"][f"{key}/rewards"][-1]
-            print(f"{name:<10}{gap:>6.1f}{o:>9.3f}{n:>9.3f}{n / o:>9.2f}  {same}")
+            print(f"{name:<10}{gap:>6.1f}{o:>9.3f}{n:>9.3f}{n / o:>9.2f}{oc:>9.3f}{nc:>9.3f}{nc / oc:>9.2f}  {same}")
 
 
 if __name__ == "__main__":

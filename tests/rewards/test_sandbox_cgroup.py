@@ -28,15 +28,14 @@ V2_ONLY = "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 
 V2_MEMBERSHIP = "0::/user.slice/user-1000.slice/session-3.scope\n"
 # Docker without a cgroup namespace: the mount shows the container's own cgroup at its mount point
 V1_CONTAINER = ("50 40 0:40 /docker/abc /sys/fs/cgroup/pids ro,nosuid - cgroup cgroup rw,pids\n"
-                "51 40 0:41 /docker/abc /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct\n")
-V1_CONTAINER_MEMBERSHIP = "5:pids:/docker/abc\n3:cpu,cpuacct:/docker/abc\n"
+                "51 40 0:41 /docker/abc /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory\n")
+V1_CONTAINER_MEMBERSHIP = "5:pids:/docker/abc\n3:memory:/docker/abc/inner\n"
 
 
 def test_v1_goes_under_this_process_cgroup_in_each_controller_tree():
     layout = plan(V1_HYBRID, V1_MEMBERSHIP, set(), "grpo-sandbox-7-0")
     assert layout == Layout(1, {"pids": "/sys/fs/cgroup/pids/grpo-sandbox-7-0",
-                                "memory": "/sys/fs/cgroup/memory/job/42/grpo-sandbox-7-0",
-                                "cpu": "/sys/fs/cgroup/cpu/grpo-sandbox-7-0"})
+                                "memory": "/sys/fs/cgroup/memory/job/42/grpo-sandbox-7-0"})
 
 
 def test_v2_is_used_where_its_tree_offers_controllers_and_for_the_kill_alone_where_nothing_else_is():
@@ -50,20 +49,18 @@ def test_v2_is_used_where_its_tree_offers_controllers_and_for_the_kill_alone_whe
 
 def test_a_container_mount_is_mapped_through_its_root_and_nothing_mounted_is_none():
     layout = plan(V1_CONTAINER, V1_CONTAINER_MEMBERSHIP, set(), "x")
-    assert layout == Layout(1, {"pids": "/sys/fs/cgroup/pids/x", "cpu": "/sys/fs/cgroup/cpu,cpuacct/x"})
+    assert layout == Layout(1, {"pids": "/sys/fs/cgroup/pids/x", "memory": "/sys/fs/cgroup/memory/inner/x"})
     # a mount that does not show this process's cgroup is not used
     assert plan(V1_CONTAINER, "5:pids:/elsewhere\n", set(), "x") is None
     assert plan("", "", set(), "x") is None
 
 
 def test_limits_are_written_in_each_version_s_own_files():
-    limits = Limits(pids=600, memory_bytes=3 << 30, cpus=2.0)
+    limits = Limits(pids=600, memory_bytes=3 << 30)
     v2 = limit_files(Layout(2, {"unified": "/g/x"}), limits)
-    assert v2 == [("pids", [("/g/x/pids.max", "600")]), ("memory", [("/g/x/memory.max", str(3 << 30))]),
-                  ("cpu", [("/g/x/cpu.max", "200000 100000")])]
-    v1 = dict(limit_files(Layout(1, {"pids": "/p/x", "memory": "/m/x", "cpu": "/c/x"}), limits))
-    assert v1 == {"pids": [("/p/x/pids.max", "600")], "memory": [("/m/x/memory.limit_in_bytes", str(3 << 30))],
-                  "cpu": [("/c/x/cpu.cfs_period_us", "100000"), ("/c/x/cpu.cfs_quota_us", "200000")]}
+    assert v2 == [("pids", [("/g/x/pids.max", "600")]), ("memory", [("/g/x/memory.max", str(3 << 30))])]
+    v1 = dict(limit_files(Layout(1, {"pids": "/p/x", "memory": "/m/x"}), limits))
+    assert v1 == {"pids": [("/p/x/pids.max", "600")], "memory": [("/m/x/memory.limit_in_bytes", str(3 << 30))]}
 
 
 def test_cgroups_left_by_a_dead_trainer_are_recognised():
@@ -92,9 +89,9 @@ def start_in(group, *argv) -> subprocess.Popen:
 
 @pytest.mark.skipif(not writable_v1(), reason="needs root and cgroup v1 controllers (this project's CI machines)")
 def test_on_this_machine_the_limits_hold_and_the_kill_leaves_nothing():
-    group = cgroup.create(Limits(pids=8, memory_bytes=64 << 20, cpus=1.0))
+    group = cgroup.create(Limits(pids=8, memory_bytes=64 << 20))
     try:
-        assert group.limited == ("pids", "memory", "cpu")
+        assert group.limited == ("pids", "memory")
         assert Path(group.layout.dirs["pids"], "pids.max").read_text().strip() == "8"
         # a fork bomb inside stops at pids.max; its processes are all killed at once
         bomb = start_in(group, "/bin/sh", "-c", "for i in $(seq 20); do sleep 60 & done; wait")

@@ -6,8 +6,9 @@ own (only this process holds the other end, so the parent sees its death at once
 socket the parent sends ``N<k> <cpu_s>`` (fork k more, each with RLIMIT_CPU cpu_s) and
 ``K<pid>,<pid>...`` (kill these: their verdicts are in); for each child this process sends back
 ``C<pid> <cpu_s>`` with one end of a socket pair whose other end the child holds
-(SCM_RIGHTS), and ``D<pid>,<pid>...`` once it has reaped children (a SIGCHLD wakes it for
-that), so the parent knows when a program's process is gone. The parent then talks to the
+(SCM_RIGHTS), and ``D<pid>,<pid>...`` once it has reaped children (it looks every
+millisecond while a child it killed is not yet reaped, and at every message), so the parent
+knows when a program's process is gone. The parent then talks to the
 child directly: no candidate code ever runs here, no job or result passes through this
 process, and every program starts in a fresh process that holds nothing of its batch-mates.
 
@@ -113,8 +114,6 @@ def _run(job, out):
 
 def _child(sock, cfg, seccomp, cpu_s):
     """Lock down, wait for one job on ``sock``, answer on it, exit. Never returns."""
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     keep = sock.fileno()
     os.closerange(3, keep)
     os.closerange(keep + 1, 1 << 16)
@@ -187,22 +186,12 @@ def _pids(text):
     return [int(p) for p in text.split(b",") if p]
 
 
-def _empty(fd):
-    try:
-        while os.read(fd, 512):
-            pass
-    except BlockingIOError:
-        pass
-
-
-def _wake_on_child_exit():
-    """A pipe that turns readable when a child exits, for the poll below."""
-    wake, woken = os.pipe()
-    os.set_blocking(wake, False)
-    os.set_blocking(woken, False)
-    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd is written
-    signal.set_wakeup_fd(woken, warn_on_full_buffer=False)
-    return wake
+def _timeout_ms(owed, backoff, killed):
+    if owed and not backoff:
+        return 0  # children to fork: look for messages, then fork one
+    if killed:
+        return 1  # a killed child is reaped and reported as soon as it is gone
+    return 10 if owed else None  # a fork failed: try again shortly; else wait for the parent
 
 
 def main():
@@ -214,21 +203,16 @@ def main():
     seccomp = _seccomp.Filter()
     seccomp.die_with_parent()
     seccomp.undumpable()
-    wake = _wake_on_child_exit()
     gc.freeze()  # the collector would otherwise touch (and so copy) every inherited object
-    owed, cpu_s, backoff, live = 0, 1, False, set()
+    owed, cpu_s, backoff, live, killed = 0, 1, False, set(), set()
     poller = select.poll()
     poller.register(ctrl.fileno(), select.POLLIN)
-    poller.register(wake, select.POLLIN)
     socket.send_fds(boot, [b"R"], [theirs.fileno()])
     theirs.close()
     boot.close()
     while True:
-        events = poller.poll(None if owed == 0 else 10 if backoff else 0)
-        for fd, _ in events:
-            if fd == wake:
-                _empty(wake)
-                continue
+        events = poller.poll(_timeout_ms(owed, backoff, killed))
+        for _ in events:
             msg = ctrl.recv(1 << 16)
             if not msg:
                 os.killpg(0, signal.SIGKILL)  # every child is in this process group; so is this process
@@ -239,6 +223,7 @@ def main():
                 for pid in _pids(msg[1:]):
                     if pid in live:  # a reaped pid may be reused by a later child
                         os.kill(pid, signal.SIGKILL)
+                        killed.add(pid)
         if owed and not events:
             pid = _spawn(ctrl, cfg, seccomp, cpu_s)
             backoff = pid is None  # out of processes or descriptors for now: try again shortly
@@ -248,6 +233,7 @@ def main():
         reaped = _reap()
         if reaped:
             live.difference_update(reaped)
+            killed.difference_update(reaped)
             ctrl.send(b"D" + b",".join(b"%d" % pid for pid in reaped))
 
 

@@ -1,20 +1,26 @@
 """The code sandbox's control group: a cap on all it runs, and a kill that leaves nothing.
 
 Each template (bwrap, the template process and every child it forks) runs in a cgroup of its
-own, made under this process's cgroup and joined before bwrap starts. ``pids.max``, a memory
-limit and a CPU quota bound what the whole sandbox can take from the host whatever its
-programs do, and ``Cgroup.kill`` ends everything in it (``cgroup.kill`` on v2; on v1, SIGKILL
-to every listed process until none is left) and waits until it is empty.
+own, made under this process's cgroup and joined before bwrap starts. ``pids.max`` and a
+memory limit bound what the whole sandbox can take from the host whatever its programs do,
+and ``Cgroup.kill`` ends everything in it (``cgroup.kill`` on v2; on v1, SIGKILL to every
+listed process until none is left) and waits until it is empty.
+
+CPU is bounded per process (RLIMIT_CPU a second past each program's deadline, and the kill
+on its verdict), not here: a cgroup competes for CPU as one task of its weight, so no fixed
+weight schedules the sandbox as its processes were before. Weighted as one task it lost
+10-40% to other load on the machine; weighted as the programs it runs at once, it starved the
+trainer's own judging while only a few ran (benchmarks/sandbox_speed.py).
 
 Both hierarchies work: cgroup v2 (one tree; its limits need the controllers enabled in this
 process's cgroup, which the kernel refuses while that cgroup holds processes of its own, as
 a trainer's usually does, so v2 often gives the kill and no limits) and v1 (a tree per
-controller, e.g. /sys/fs/cgroup/{pids,memory,cpu}, writable as root). Where neither is
-writable (no root, no delegation), ``create`` returns None and warns once: the sandbox then
-still holds its rlimits (address space, CPU near the deadline, no new process, no file
-writes) and kills each program on its verdict, confirmed by the template, but nothing caps
-the sandbox's total memory, processes or CPU, and nothing can kill all of it at once beyond
-bwrap's pid namespace (which dies with its first process).
+controller, e.g. /sys/fs/cgroup/{pids,memory}, writable as root). Where neither is writable
+(no root, no delegation), ``create`` returns None and warns once: the sandbox then still
+holds its rlimits (address space, CPU near the deadline, no new process, no file writes) and
+kills each program on its verdict, confirmed by the template, but nothing caps the sandbox's
+total memory or processes, and nothing can kill all of it at once beyond bwrap's pid
+namespace (which dies with its first process).
 
 The path and limit logic is pure (``parse_mountinfo``, ``parse_membership``, ``plan``,
 ``limit_files``); the rest is thin file-system work.
@@ -32,8 +38,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-CONTROLLERS = ("pids", "memory", "cpu")
-PERIOD_US = 100_000
+CONTROLLERS = ("pids", "memory")
 _PREFIX = "grpo-sandbox-"
 _NAME = re.compile(re.escape(_PREFIX) + r"(\d+)-\d+$")
 _names = itertools.count()
@@ -48,7 +53,6 @@ class CgroupWarning(UserWarning):
 class Limits:
     pids: int
     memory_bytes: int
-    cpus: float  # cores' worth of CPU time per period
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,7 @@ def _under(mount: tuple[str, str], own: str) -> str | None:
 
 def plan(mountinfo: str, membership: str, v2_controllers: set[str], name: str) -> Layout | None:
     """Where cgroup ``name`` goes: under this process's own cgroup, on v2 if its tree offers
-    any of pids, memory, cpu (``v2_controllers``: this cgroup's cgroup.controllers), else on
+    pids or memory (``v2_controllers``: this cgroup's cgroup.controllers), else on
     v1 for the controllers mounted there, else on v2 without limits; None without cgroups."""
     (v2_mount, v1_mounts), (v2_own, v1_own) = parse_mountinfo(mountinfo), parse_membership(membership)
     v2_dir = _under(v2_mount, v2_own) if v2_mount and v2_own is not None else None
@@ -126,15 +130,12 @@ def plan(mountinfo: str, membership: str, v2_controllers: set[str], name: str) -
 
 def limit_files(layout: Layout, limits: Limits) -> list[tuple[str, list[tuple[str, str]]]]:
     """(controller, [(file, value), ...]) to write for ``limits``, in order."""
-    quota = max(1000, int(limits.cpus * PERIOD_US))
     if layout.version == 2:
         d = layout.dirs["unified"]
         return [("pids", [(f"{d}/pids.max", str(limits.pids))]),
-                ("memory", [(f"{d}/memory.max", str(limits.memory_bytes))]),
-                ("cpu", [(f"{d}/cpu.max", f"{quota} {PERIOD_US}")])]
+                ("memory", [(f"{d}/memory.max", str(limits.memory_bytes))])]
     files = {"pids": lambda d: [(f"{d}/pids.max", str(limits.pids))],
-             "memory": lambda d: [(f"{d}/memory.limit_in_bytes", str(limits.memory_bytes))],
-             "cpu": lambda d: [(f"{d}/cpu.cfs_period_us", str(PERIOD_US)), (f"{d}/cpu.cfs_quota_us", str(quota))]}
+             "memory": lambda d: [(f"{d}/memory.limit_in_bytes", str(limits.memory_bytes))]}
     return [(c, files[c](d)) for c, d in layout.dirs.items()]
 
 
@@ -211,7 +212,7 @@ def _alive(pid: int) -> bool:
 
 _HOLDS = ("each program's rlimits (address space, CPU time near its deadline, no new process, no file "
           "writes) and its kill on every verdict, confirmed by the template before scores are returned")
-_WHAT = {"pids": "processes", "memory": "memory", "cpu": "CPU"}
+_WHAT = {"pids": "processes", "memory": "memory"}
 
 
 def _warn(problem: str, lacks: str, holds: str = _HOLDS) -> None:
@@ -223,8 +224,8 @@ def _warn(problem: str, lacks: str, holds: str = _HOLDS) -> None:
 
 
 def _no_cgroup(problem: str) -> None:
-    _warn(problem, "a cap on the sandbox's total memory, processes and CPU, and one kill of everything it "
-                   "runs (bwrap's pid namespace still ends with its first process)")
+    _warn(problem, "a cap on the sandbox's total memory and processes, and one kill of everything it runs "
+                   "(bwrap's pid namespace still ends with its first process)")
 
 
 def _v2_controllers(layout: Layout) -> set[str]:

@@ -40,6 +40,9 @@ _MAX_POOL = 256  # idle children kept ready: about 1.5 MB of private memory each
 _CHILD_BYTES = 8 << 20  # what the cgroup allows an idle child (about 1.5 MB)
 _TEMPLATE_BYTES = 512 << 20  # bwrap and the template (about 30 MB)
 _LOSSES_IN_A_ROW = 3  # template losses with no program scored in between: the host is broken
+# Kills go to the template in batches (a workers' worth, or after this long): an honest child
+# exits by itself after its end mark, and one that does not spins at most this much longer.
+_KILL_BATCH_S = 0.005
 
 
 class Sandbox:
@@ -56,7 +59,7 @@ class Sandbox:
         self.stretch = max(1.0, self.workers / cores)
         self.limits = cgroup.Limits(pids=2 * (self.workers + _MAX_POOL) + 16,
                                     memory_bytes=(self.workers * memory_mb << 20) + _MAX_POOL * _CHILD_BYTES
-                                    + _TEMPLATE_BYTES, cpus=float(cores))
+                                    + _TEMPLATE_BYTES)
         self._lock = threading.Lock()
         self._template: Template | None = None
         self._warming: dict[int, tuple[int, int, socket.socket]] = {}  # fd -> (pid, cpu_s, socket): not ready
@@ -66,7 +69,8 @@ class Sandbox:
         self._dying: dict[int, tuple[int | None, bool]] = {}  # pid -> (program, ended) until reaped
         self._flying: set[int] = set()  # pids of the children running a program
         self._dead: set[int] = set()  # of those, the ones reported reaped before their verdict was taken
-        self._kills: list[int] = []  # children to kill, sent once per poll
+        self._kills: list[int] = []  # children to kill, sent in batches
+        self._kills_since = 0.0
         self.programs_run = 0  # jobs sent, over this sandbox's life (identical programs count once)
         self.templates_lost = 0  # templates that died or stalled under a batch and were replaced
         self.scored_zero_alone = 0  # programs that lost the template while running alone
@@ -187,6 +191,8 @@ class Sandbox:
     def _step(self, inflight, done) -> None:
         """One poll: take children and results, end programs that finished or ran out of budget."""
         soonest = min((f.deadline for f in inflight.values()), default=time.monotonic() + self.stall_s)
+        if self._kills:
+            soonest = min(soonest, self._kills_since + _KILL_BATCH_S)
         events = self._poller.poll(max(0, int((soonest - time.monotonic()) * 1000)) + 1)
         if self._idle or inflight or events:
             self._waiting_since = time.monotonic()
@@ -224,16 +230,19 @@ class Sandbox:
             self._dead.discard(pid)
         else:
             self._dying[pid] = (program, ended)
+            if not self._kills:
+                self._kills_since = time.monotonic()
             self._kills.append(pid)
 
-    def _send_kills(self) -> None:
-        if self._kills:
+    def _send_kills(self, now: bool = False) -> None:
+        if self._kills and (now or len(self._kills) >= self.workers
+                            or time.monotonic() - self._kills_since >= _KILL_BATCH_S):
             self._template.send(wire.kill(self._kills))
             self._kills.clear()
 
     def _await_deaths(self) -> None:
         """Return once the template has reaped every child this batch let go."""
-        self._send_kills()
+        self._send_kills(now=True)
         deadline = time.monotonic() + self.stall_s
         ctrl = self._template.ctrl.fileno()
         while self._dying:
