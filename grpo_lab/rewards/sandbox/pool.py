@@ -51,7 +51,7 @@ class Sandbox:
     def __init__(self, isolation_mode: str = "bwrap", memory_mb: int = 256, workers: int | None = None):
         isolation.check(isolation_mode)
         self.isolation, self.memory_mb = isolation_mode, memory_mb
-        cores = len(os.sched_getaffinity(0))
+        cores = os.cpu_count() or 1
         # Most programs take well under a millisecond, so the wait for a child to be scheduled
         # dominates: several in flight per core hide it. A program's deadline stretches by the
         # same factor, so it still gets about timeout_s of a core.
