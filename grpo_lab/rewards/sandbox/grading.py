@@ -15,7 +15,7 @@ true, a replaced ``bool`` or a patched harness has nothing to act on: the candid
 send values, and it never sees the expected ones.
 
 What the judge does to a candidate value costs at most about the value's size (at most
-``pool._MAX_OUTPUT`` bytes): decoding is linear (``values``: no deep nesting, no set or dict
+``wire.MAX_OUTPUT`` bytes): decoding is linear (``values``: no deep nesting, no set or dict
 keys crowded on one hash, no int beyond 4300 digits); arithmetic runs through typed operators
 (``%`` on numbers only, so a candidate string is never a format; ``+`` of numbers or of two
 sequences of one type); the builtins whose cost a value could choose refuse sizes beyond a
