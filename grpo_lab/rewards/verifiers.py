@@ -29,6 +29,12 @@ def require(isolation: str = "bwrap") -> None:
     check_isolation(isolation)
 
 
+def math_equal_all(targets: list[str], marks: list[str], isolation: str = "bwrap") -> list[bool]:
+    """Per (target, marked answer), are they equal: one batch of the scoring worker, whose cache
+    then answers ``math_equal`` on the same pairs without another round trip."""
+    return math_verify_equal([str(t) for t in targets], marks, isolation)
+
+
 def math_equal(target: str, marked: str, isolation: str = "bwrap") -> tuple[bool, str | None]:
     """(is the marked answer equal to ``target``, the target's text when it is, else None); the
     answer is parsed as LaTeX math first, then as plain text, in the scoring worker."""

@@ -156,18 +156,32 @@ class MathTask(BaseTask):
 
     def score(self, problems: list[Problem], completions: list[str]) -> list[Score]:
         """Reward 1.0 iff the answer is strictly right (see the module doc); format is reported apart."""
+        readings = [self._reading(completion) for completion in completions]
+        asked = [(str(p.target), m) for p, (marks, _) in zip(problems, readings, strict=True)
+                 if len(set(marks)) <= strict.MAX_MARKS  # more is refused unread: never a batch of guesses
+                 for m in marks if not strict.names_more(m, str(p.target), strict.STRUCTURE)
+                 and self._needs_verifier(str(p.target), m)]
+        if asked:  # one batch of the scoring worker; the per-mark calls below are answered from its cache
+            verifiers.math_equal_all([t for t, _ in asked], [m for _, m in asked], self.sandbox)
         scores = []
-        for problem, completion in zip(problems, completions, strict=True):
+        for problem, (marks, format_ok) in zip(problems, readings):
             target = str(problem.target)
-            if self.register == "compact":
-                marks = [completion.strip()] if completion.strip() else []
-                format_ok = is_integer(completion)
-            else:
-                marks = marked_answers(completion)
-                format_ok = has_answer_tags(completion) or has_boxed(completion)
             correct, answer = strict.grade(marks, target, lambda mark: self._equal(target, mark))
             scores.append(Score(correct, format_ok, answer, {"correct": correct, "format": float(format_ok)}))
         return scores
+
+    def _reading(self, completion: str) -> tuple[list[str], bool]:
+        """(the completion's marked answers, its format flag)."""
+        if self.register == "compact":
+            return ([completion.strip()] if completion.strip() else []), is_integer(completion)
+        return marked_answers(completion), has_answer_tags(completion) or has_boxed(completion)
+
+    def _needs_verifier(self, target: str, mark: str) -> bool:
+        """Is math-verify asked about this mark: the exact comparison did not settle it, and the
+        mark is one readable value (math-verify would read one of several side by side)?"""
+        return (self.verifier == "math-verify" and self.register == "natural"
+                and not values_equal(value_of(mark), _target_value(target))
+                and strict.readable_latex(mark) and strict.one_sided(mark))
 
     def _equal(self, target: str, mark: str) -> tuple[bool, str | None]:
         """(does one marked answer equal the target, its normalised spelling or None)."""
@@ -175,9 +189,7 @@ class MathTask(BaseTask):
         shown = show(value) if value is not None else None
         if values_equal(value, _target_value(target)):
             return True, shown
-        if self.verifier == "math-verify" and self.register == "natural":
-            if not (strict.readable_latex(mark) and strict.one_sided(mark)):
-                return False, shown  # math-verify would read one of several values side by side
+        if self._needs_verifier(target, mark):
             equal, parsed = verifiers.math_equal(target, mark, self.sandbox)
             return equal, parsed if equal else shown
         return False, shown

@@ -138,6 +138,7 @@ class RGTask(BaseTask):
         readings = [self._reading(completion) for completion in completions]
         # every answer the grading may ask about, scored in one batch of the worker (cached)
         asked = [(p, a) for p, (answer, _, marks) in zip(problems, readings, strict=True)
+                 if len(set(marks)) <= strict.MAX_MARKS  # more is refused unread: never a batch of guesses
                  for a in dict.fromkeys([answer, *marks])]
         self._raw_scores([(p.difficulty, a, p.target) for p, a in asked])
         scores = []

@@ -32,7 +32,7 @@ __all__ = ["ISOLATIONS", "Sandbox", "SandboxError", "BadTestError", "UnsafeSandb
            "check_for", "compile_test", "run_tests", "sandbox_for"]
 
 _SANDBOXES: dict[tuple[str, int], Sandbox] = {}
-SANDBOXED_TASKS = ("code",)
+SANDBOXED_TASKS = ("code", "humaneval")
 
 
 def check_for(tasks: list[str], isolation: str, verifier: str = "extract") -> None:
