@@ -88,8 +88,8 @@ def _prepared(worker, dataset):
 
 
 def test_the_payloads_are_real(tmp_path):
-    """Run as the trainer used to (a throw-away process calling score_answer), every payload
-    that writes does write, for every one of the nine datasets."""
+    """Called in-process (a throw-away process calling score_answer directly), every payload
+    that writes does write, for every one of the nine datasets: the attacks below are real."""
     script = ("import sys, reasoning_gym.factory as f\nds = f.create_dataset(sys.argv[1], seed=11, size=1000)\n"
               "for p in sys.argv[2:]:\n    try:\n        ds.score_answer(p, ds[0])\n    except Exception:\n        pass\n")
     for dataset in NINE:
@@ -237,6 +237,19 @@ def test_a_stopped_template_is_replaced_and_honest_scores_stay_exact(worker):
         assert worker.score(jobs) == own and worker.templates_lost == lost + 1
     finally:
         worker.stall_s = 20.0
+
+
+def test_a_template_killed_between_batches_does_not_break_prepare_or_the_next_batch(worker):
+    """prepare on a dead control socket replaces the template instead of raising into training."""
+    dataset = "countdown"
+    key = _prepared(worker, dataset)
+    entries, answers, own = _honest(dataset)
+    jobs = [protocol.job("rg", key, e, a) for e, a in zip(entries, answers)]
+    worker.score(jobs[:1])
+    os.killpg(worker._proc.pid, signal.SIGKILL)
+    worker._proc.wait()
+    worker.prepare("module", "json", None)
+    assert worker.score(jobs) == own
 
 
 def test_plugin_scorers_run_in_the_worker_and_their_values_are_read_strictly():

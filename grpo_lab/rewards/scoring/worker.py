@@ -90,7 +90,7 @@ class ScoringWorker:
             if self._proc is not None and self._owner == os.getpid():
                 try:
                     self._send_prepare(key, kind, spec)
-                except _TemplateLost:
+                except (_TemplateLost, OSError):
                     self._discard()  # the next batch starts a fresh template, which replays it
 
     def score(self, jobs: list[bytes]) -> list[float]:
@@ -312,7 +312,10 @@ class ScoringWorker:
         message = b"D" + pickle.dumps((kind, key, spec))
         if len(message) > _MAX_PREPARE:
             raise ScoringError(f"scorer {key!r}: its description is over {_MAX_PREPARE} bytes")
-        self._ctrl.send(message)
+        try:
+            self._ctrl.send(message)
+        except OSError:
+            raise _TemplateLost("control socket closed") from None
         reply = self._await_reply()
         if reply != b"d1":
             raise ScoringError(f"the scoring worker could not prepare {key!r}: "
