@@ -10,8 +10,8 @@ what a hedging model would learn to exploit.
 ("1,000" == "1000.0", "\\frac{3}{4}" == "0.75"), expressions as canonical polynomials (``2+2`` == 4,
 ``1 + x`` == ``x+1``; ``algebra.py``), and a list or set target item by item, in any order (``1, 2``
 == ``\\{2, 1\\}``); a tuple or interval keeps its order and its brackets. A number among plain words
-("8 apples", "The answer is 8.") is that number, unless a word changes the value ("not 8",
-"8 thousand", "about 8"). Hedges are refused before any comparison (``strict.py``).
+("8 apples", "The answer is 8.") is that number: words before it only from a short lead-in list,
+words after it only units, never a qualifier ("max 8", "8 ish", "8 thousand"); see :func:`lone_number`. Hedges are refused before any comparison (``strict.py``).
 """
 
 from __future__ import annotations
@@ -30,11 +30,25 @@ _FRAC_RE = re.compile(r"^\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}$")
 _RELATION_RE = re.compile(r"[<>≤≥≠≈]|\\(?:le|ge|leq|geq|ne|neq|approx|sim|lt|gt)(?![A-Za-z])")
 _UNIT_WRAP_RE = re.compile(r"\\(?:text|textbf|textrm|mathrm|mbox)\s*\{([^{}]*)\}")
 _PLAIN_WORD_RE = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}(?![A-Za-z])")
-# Words that change the value of the number beside them: "not 8", "8 thousand", "about 8".
-_VALUE_WORDS = frozenset(
-    "not no minus negative plus times over under than less more least most about around approximately "
-    "roughly nearly almost between and to half twice double triple squared cubed dozen hundred thousand "
-    "million billion trillion".split())
+# Words that may lead in to a number: nothing else may stand before it.
+_LEAD_IN = frozenset("the a final answer answers is are so thus therefore hence total result value it equals we get "
+                     "has have there".split())
+# Words after a number that qualify it rather than name its unit: "8 max", "8 thousand", "8 ish".
+_QUALIFIERS = frozenset(
+    "not no minus negative plus times over under than less more least most about around approximately approx "
+    "roughly nearly almost between and to or half twice double triple squared cubed dozen hundred thousand "
+    "million billion trillion max maximum min minimum upto up within at ish tops approx circa ca odd some "
+    "give take either each per percent".split())
+_PAREN_WORDS_RE = re.compile(r"\(\s*([A-Za-z][A-Za-z ]*)\)")
+_PHRASE_RE = re.compile(r"(?P<before>(?:[A-Za-z]{2,}:?\s+)*?)(?P<number>[^\sA-Za-z]+)"
+                        r"(?P<after>(?:\s+[A-Za-z]{2,})*)\s*\.?")
+_DECIMAL_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+# Thousands groups split by a blank (normal, no-break or thin space): exactly three digits each.
+_SPACED_THOUSANDS_RE = re.compile(r"(?<![\d.])\d{1,3}(?:[ \u00a0\u2009\u202f]\d{3})+(?![\d.])")
+_SPACE_RE = re.compile(r"[ \u00a0\u2009\u202f]")
+_WHOLE_WRAP_RE = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|boldsymbol)\s*\{([^{}]*)\}")
+_CURRENCY = "€£¥₹"
+MAX_DIGITS = 64  # characters of a plain number; a longer one is not an answer
 MAX_ITEMS = 32  # a list or set answer longer than this is not compared
 
 
@@ -144,17 +158,42 @@ def normalize_number(text: str | None) -> str | None:
 
 
 def _number(text: str | None) -> Fraction | None:
+    """A plain decimal or ``p/q`` of plain decimals (no exponent: ``1e5000`` is not an answer, and
+    its digits would cost what the exponent says), at most MAX_DIGITS characters of digits."""
     if text is None:
         return None
-    s = text.strip().replace(",", "").replace("\\$", "").replace("$", "")
-    s = s.rstrip(".").removesuffix("%").removesuffix("\\%")
+    s = clean(text).replace("\\$", "").replace("$", "")
+    s = _SPACED_THOUSANDS_RE.sub(lambda m: _SPACE_RE.sub("", m.group()), s.strip()).replace(",", "")
+    s = s.rstrip(".").removesuffix("\\%").removesuffix("%").strip(_CURRENCY).strip()
     frac = _FRAC_RE.match(s)
     if frac:
-        s = f"{frac.group(1)}/{frac.group(2)}"
+        s = f"{frac.group(1).strip()}/{frac.group(2).strip()}"
+    parts = s.split("/")
+    if len(s) > MAX_DIGITS or len(parts) > 2 or not all(_DECIMAL_RE.fullmatch(part) for part in parts):
+        return None
     try:
         return Fraction(s)
     except (ValueError, ZeroDivisionError):
         return None
+
+
+def clean(text: str) -> str:
+    """``text`` without markup that wraps a whole answer and changes nothing about its value:
+    markdown emphasis or code (``**18**``, `` `18` ``), one ``\\mathbf{}``/``\\text{}``-like wrapper,
+    and with the Unicode minus sign read as "-". Only a wrapper of the whole answer is removed, so
+    nothing inside it (a hedge included) is hidden or opened."""
+    s = text.strip().replace("\u2212", "-")
+    for _ in range(4):
+        before = s
+        for mark in ("**", "__", "*", "_", "`"):
+            if len(s) > 2 * len(mark) and s.startswith(mark) and s.endswith(mark):
+                s = s[len(mark):-len(mark)].strip()
+        wrapped = _WHOLE_WRAP_RE.fullmatch(s)
+        if wrapped:
+            s = wrapped.group(1).strip()
+        if s == before:
+            break
+    return s
 
 
 def format_fraction(value: Fraction) -> str:
@@ -177,15 +216,24 @@ def format_fraction(value: Fraction) -> str:
 
 
 def lone_number(text: str) -> Fraction | None:
-    """The one number of a short phrase of plain words ("8 apples", "The answer is 8."), or None
-    when there is not exactly one, or a word changes its value ("not 8", "8 thousand")."""
+    """The number of a short phrase ("8 apples", "The answer is 8.", "Answer: 8"), or None.
+
+    Words may stand before the number only when they are a plain lead-in (``_LEAD_IN``: "the
+    answer is"), and after it only as up to three unit words that are not qualifiers
+    (``_QUALIFIERS``: "8 max", "8 ish", "8 thousand"); a word before the number that is not a
+    lead-in ("max 8", "within 8", "approx 8") refuses the phrase, so an unknown qualifier before
+    the number costs the answer, never earns it."""
     s = _UNIT_WRAP_RE.sub(lambda m: f" {m.group(1)} ", text)
-    if any(word.lower() in _VALUE_WORDS for word in _PLAIN_WORD_RE.findall(s)):
+    s = _PAREN_WORDS_RE.sub(lambda m: f" {m.group(1)} ", s)
+    phrase = _PHRASE_RE.fullmatch(s.strip())
+    if phrase is None:
         return None
-    s = _PLAIN_WORD_RE.sub(" ", s).strip().lstrip(":").strip().rstrip(".").strip()
-    if not s or any(c.isspace() for c in s):
+    before, after = phrase.group("before").split(), phrase.group("after").split()
+    if any(w.rstrip(":").lower() not in _LEAD_IN for w in before) or len(after) > 3:
         return None
-    return _number(s)
+    if any(w.lower() in _QUALIFIERS for w in after):
+        return None
+    return _number(phrase.group("number"))
 
 
 def scalar(text: str) -> algebra.Canonical | None:
@@ -217,7 +265,7 @@ def _side(text: str) -> algebra.Canonical | None:
 
 def value_of(text: str) -> Value | None:
     """The value of an answer, or None when one of its items has none."""
-    layout = strict.shape(text)
+    layout = strict.shape(clean(text))
     if len(layout.items) > MAX_ITEMS or not layout.items:
         return None
     items = []

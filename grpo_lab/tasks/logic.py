@@ -21,7 +21,7 @@ import random
 import re
 
 from grpo_lab.rewards import strict
-from grpo_lab.rewards.extract import marked_answers
+from grpo_lab.rewards.extract import clean, marked_answers
 from grpo_lab.rewards.format import has_answer_tags, has_boxed
 from grpo_lab.tasks._common import BaseTask, Draft, content_id
 from grpo_lab.tasks.base import Problem, Score
@@ -34,10 +34,11 @@ _FALSE = {"f", "false", "no"}
 
 
 def normalize_answer(text: str | None) -> str | None:
-    """Lower-case word answer with booleans mapped to "true"/"false"; None if empty."""
+    """Lower-case word answer with booleans mapped to "true"/"false"; None if empty. A wrapper of
+    the whole answer (``\\text{Bob}``, ``**Bob**``) is markup, not part of the word."""
     if text is None:
         return None
-    word = text.strip().strip(".,!?;:\"'`*").strip().lower()
+    word = clean(text).strip(".,!?;:\"'`*").strip().lower()
     if word in _TRUE:
         return "true"
     if word in _FALSE:

@@ -26,6 +26,11 @@ MATH_EXTRACT = [
     ("<answer>2, 1</answer>", "1, 2", 1.0), ("<answer>\\{2, 1\\}</answer>", "1, 2", 1.0),
     ("<answer>\\frac{1}{2}</answer>", "0.5", 1.0), ("<answer>(1, 2]</answer>", "(1,2]", 1.0),
     ("<answer>1,000</answer>", "1000", 1.0),
+    ("\\boxed{18\\%}", "18", 1.0), ("<answer>18\\%</answer>", "18", 1.0), ("<answer>**18**</answer>", "18", 1.0),
+    ("<answer>*18*</answer>", "18", 1.0), ("<answer>`18`</answer>", "18", 1.0), ("<answer>\\mathbf{18}</answer>", "18", 1.0),
+    ("<answer>\u221218</answer>", "-18", 1.0), ("<answer>18€</answer>", "18", 1.0), ("<answer>£18</answer>", "18", 1.0),
+    ("<answer>18 (apples)</answer>", "18", 1.0), ("<answer>1 000</answer>", "1000", 1.0),
+    ("<answer>Answer: 4</answer>", "4", 1.0), ("<answer>4 dollars</answer>", "4", 1.0),
     # hedges, both orders
     ("<answer>3 or 4</answer>", "4", 0.0), ("<answer>4 or 3</answer>", "4", 0.0),
     ("\\boxed{3} or \\boxed{4}", "4", 0.0), ("\\boxed{4} or \\boxed{3}", "4", 0.0),
@@ -46,6 +51,12 @@ MATH_EXTRACT = [
     ("<answer>not 4</answer>", "4", 0.0), ("<answer>about 4</answer>", "4", 0.0), ("<answer>4 thousand</answer>", "4", 0.0),
     ("<answer>x < 4</answer>", "4", 0.0), ("<answer>x+2</answer>", "x+1", 0.0), ("<answer>[1, 2]</answer>", "(1,2]", 0.0),
     ("<answer>1</answer>", "\\{1,2\\}", 0.0),
+    # exponent notation is not a plain number (and 1e5000 would cost its digits)
+    ("<answer>1e5000</answer>", "4", 0.0), ("<answer>1e100000000</answer>", "4", 0.0), ("<answer>4e0</answer>", "4", 0.0),
+    # range words and qualifiers beside the number
+    *[(f"<answer>{w}</answer>", "4", 0.0) for w in ("max 4", "4 max", "minimum 4", "maximum of 4", "upto 4", "within 4",
+                                                    "4 at minimum", "approx 4", "4 ish", "4 tops", "at most 4")],
+    ("<answer>1 0</answer>", "10", 0.0), ("<answer>**3 or 4**</answer>", "4", 0.0), ("<answer>\\text{3, 4}</answer>", "4", 0.0),
 ]
 
 # (completion, target, reward) for the natural math task, verifier math-verify: the rows above
@@ -99,6 +110,7 @@ LOGIC_PERSON = [
     ("\\boxed{Bob}", 1.0), ("<answer> Bob </answer>", 1.0), ("<answer>\\boxed{Bob}</answer>", 1.0),
     ("<answer>Bob</answer> \\boxed{bob}", 1.0), ("Bob is tallest. <answer>Bob</answer>", 1.0), ("<answer>'Bob'</answer>", 1.0),
     ("reasoning <answer>Bob", 1.0), ("<answer>BOB</answer>", 1.0), ("<answer>Bob!</answer>", 1.0),
+    ("\\boxed{\\text{Bob}}", 1.0), ("<answer>**Bob**</answer>", 1.0), ("<answer>\\text{Ann or Bob}</answer>", 0.0),
     ("<answer>Ann or Bob</answer>", 0.0), ("<answer>Bob or Ann</answer>", 0.0), ("<answer>Ann, Bob</answer>", 0.0),
     ("<answer>Bob, Ann</answer>", 0.0), ("<answer>Ann</answer> <answer>Bob</answer>", 0.0),
     ("<answer>Bob</answer> <answer>Ann</answer>", 0.0), ("\\boxed{Ann} or \\boxed{Bob}", 0.0),
@@ -111,7 +123,7 @@ LOGIC_PERSON = [
 LOGIC_FLAG = [
     ("<answer>True</answer>", 1.0), ("<answer>true</answer>", 1.0), ("<answer>T</answer>", 1.0),
     ("<answer>yes</answer>", 1.0), ("\\boxed{True}", 1.0), ("\\boxed{T}", 1.0),
-    ("<answer>True.</answer>", 1.0), ("<answer>TRUE</answer> \\boxed{T}", 1.0), ("work <answer>True", 1.0),
+    ("<answer>\\text{True}</answer>", 1.0), ("<answer>True.</answer>", 1.0), ("<answer>TRUE</answer> \\boxed{T}", 1.0), ("work <answer>True", 1.0),
     ("<answer>True or False</answer>", 0.0), ("<answer>False or True</answer>", 0.0), ("<answer>True, False</answer>", 0.0),
     ("<answer>False</answer> <answer>True</answer>", 0.0), ("<answer>True</answer> <answer>False</answer>", 0.0),
     ("\\boxed{T} or \\boxed{F}", 0.0), ("True", 0.0), ("It is True.", 0.0), ("<answer>False</answer>", 0.0),
