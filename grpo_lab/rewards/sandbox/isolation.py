@@ -18,8 +18,10 @@ closed to it). For code you trust.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,50 +59,73 @@ def check(isolation: str) -> None:
         raise SandboxError(_INSTALL_HINT)
 
 
-_SYSTEM = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 _PACKAGES = ("site-packages", "dist-packages")
-# where system and pip-installed Python packages live beside the system libraries
-_SYSTEM_PACKAGES = tuple(f"{root}/python*/{kind}" for root in ("/usr/lib*", "/lib*") for kind in _PACKAGES)
+# merged-/usr systems reach the loader and libraries through these links (/lib64/ld-linux-x86-64.so.2)
+_ROOT_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# glibc before 2.35 has no built-in C.UTF-8: the locale the sandbox sets is a data folder
+_LOCALES = ("/usr/lib/locale/C.utf8", "/usr/lib/locale/C.UTF-8")
+
+
+def _needed_libraries(binaries: list[str]) -> list[str]:
+    """The shared libraries (loader included) that ``binaries`` link to, as ``ldd`` resolves
+    them on this host. Raises SandboxError when ldd cannot be run."""
+    if shutil.which("ldd") is None:
+        raise SandboxError("the code sandbox binds only the shared libraries the interpreter links to, "
+                           "and finds them with `ldd`, which is not installed (glibc's libc-bin package)")
+    done = subprocess.run(["ldd", *binaries], capture_output=True, text=True, env={"LC_ALL": "C"})
+    found = re.findall(r"^\s+(?:\S+ => )?(/\S+) \(0x", done.stdout, re.MULTILINE)
+    return list(dict.fromkeys(found))
 
 
 def interpreter_paths() -> tuple[list[str], list[str]]:
-    """(what the running interpreter needs to start and import its standard library: the
-    stdlib and lib-dynload folders, its binary, its shared libraries; the package folders
+    """(the folders and file of the running interpreter's own that it needs to start and import
+    its standard library: the stdlib and lib-dynload folders, its binary; the package folders
     inside those, to hide). Paths of the base installation, never a venv's."""
     base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix,
             "installed_base": sys.base_prefix, "installed_platbase": sys.base_exec_prefix}
     paths = sysconfig.get_paths(vars=base)
-    folders = [paths["stdlib"], paths["platstdlib"], os.path.dirname(os.__file__),
-               sysconfig.get_config_var("DESTSHARED") or ""]
+    dynload = sysconfig.get_config_var("DESTSHARED") or ""
+    folders = [paths["stdlib"], paths["platstdlib"], os.path.dirname(os.__file__), dynload]
     folders = list(dict.fromkeys(os.path.realpath(f) for f in folders if f and os.path.isdir(f)))
     folders = [f for f in folders if not any(f.startswith(g + "/") for g in folders)]  # one bind holds both
-    files = [os.path.realpath(sys.executable)]
-    libdir = sysconfig.get_config_var("LIBDIR") or ""
-    if libdir and not libdir.startswith(_SYSTEM):  # a shared libpython and what lib-dynload links to
-        files += [os.path.realpath(f) for f in sorted(glob.glob(os.path.join(libdir, "lib*.so*")))]
     hidden = [os.path.join(f, kind) for f in folders for kind in _PACKAGES]
     hidden += [paths["purelib"], paths["platlib"]]
-    return folders + list(dict.fromkeys(files)), [h for h in dict.fromkeys(hidden) if os.path.isdir(h)]
+    return folders + [os.path.realpath(sys.executable)], [h for h in dict.fromkeys(hidden) if os.path.isdir(h)]
+
+
+@functools.lru_cache(maxsize=None)
+def _libraries(python: str, dynload: str) -> tuple[str, ...]:
+    """The interpreter's libraries, each at the path the sandbox shows it: the name the loader
+    asks for (``libc.so.6``) in its folder with links resolved, where the root links made
+    inside (/lib64 -> usr/lib64) lead. Cached: ldd runs once a process."""
+    extensions = sorted(glob.glob(os.path.join(dynload, "*.so"))) if dynload else []
+    return tuple(os.path.join(os.path.realpath(os.path.dirname(lib)), os.path.basename(lib))
+                 for lib in _needed_libraries([python, *extensions]))
 
 
 def _binds() -> list[str]:
-    """Read-only binds of the system folders and the interpreter's standard library, with
-    every Python package folder of the host hidden under an empty read-only tmpfs (/usr/local
-    whole, site- and dist-packages); plus this package folder for the template script."""
+    """Read-only binds of the interpreter's standard library and binary, the shared libraries
+    they link to and nothing else of the host's system folders (no /usr/local, /usr/src,
+    /usr/share, /opt, /home, /srv: a checkout or venv there stays out of reach); the package
+    folders inside the standard library hidden under an empty read-only tmpfs; plus this
+    package folder for the template script."""
     here = str(Path(__file__).resolve().parent)
-    shown, inner_hidden = interpreter_paths()
-    hidden = [p for p in ["/usr/local", *sorted(set(sum(map(glob.glob, _SYSTEM_PACKAGES), [])))] if os.path.isdir(p)]
+    shown, hidden = interpreter_paths()
+    python = os.path.realpath(sys.executable)
     args: list[str] = []
-    for path in _SYSTEM:
+    for link in _ROOT_LINKS:
+        if os.path.islink(link):
+            args += ["--symlink", os.readlink(link), link]
+    for lib in _libraries(python, sysconfig.get_config_var("DESTSHARED") or ""):
+        args += ["--ro-bind", os.path.realpath(lib), lib]
+    for path in _LOCALES:
         args += ["--ro-bind-try", path, path]
-    for path in hidden:
-        args += ["--tmpfs", path]
     for path in shown:
         args += ["--ro-bind", path, path]
-    for path in inner_hidden:
+    for path in hidden:
         args += ["--tmpfs", path]
     args += ["--ro-bind", here, here]
-    for path in dict.fromkeys(hidden + inner_hidden):  # after the binds made inside them
+    for path in hidden:  # after the binds made inside them
         args += ["--remount-ro", path]
     return args
 
