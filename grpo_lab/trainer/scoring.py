@@ -5,6 +5,7 @@ This is the "score" phase of the step; it runs after generation and never inside
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -14,6 +15,7 @@ from grpo_lab.rewards import plugins
 from grpo_lab.rewards.shaping import length_shaping
 from grpo_lab.rollout.base import Rollout
 from grpo_lab.spec.sources import TASK_REWARD
+from grpo_lab.tasks.base import Score
 from grpo_lab.trainer.batch import code_token_mask
 
 
@@ -37,7 +39,7 @@ def score_rollout(tasks: dict, problems: list, rollout: Rollout, codec, cfg, pro
     for task in tasks.values():  # one batched call per task (the code sandbox runs once)
         rows = [r for r, g in enumerate(rollout.group) if problems[g].task == task.name]
         if rows:
-            for r, s in zip(rows, task.score([problems[rollout.group[r]] for r in rows], [texts[r] for r in rows])):
+            for r, s in zip(rows, task_scores(task, [problems[rollout.group[r]] for r in rows], [texts[r] for r in rows])):
                 scores[r] = s
     check_task_rewards(tasks, problems, rollout, scores)
     raw = torch.tensor([s.reward for s in scores], dtype=torch.float32).view(N, G)
@@ -54,6 +56,36 @@ def score_rollout(tasks: dict, problems: list, rollout: Rollout, codec, cfg, pro
         main, shape = main + shape, torch.zeros_like(shape)
     answers = [[scores[g * G + j].answer for j in range(G)] for g in range(N)]
     return Scored(main, shape, raw, fmt, answers, texts, components)
+
+
+_WARNED: set[str] = set()  # tasks whose grading has raised, warned about once per process
+
+
+def task_scores(task, problems: list, completions: list[str]) -> list[Score]:
+    """``task.score`` of a batch, never raising into training: when the batch's grading raises,
+    each completion is scored alone and one whose grading raises scores 0 (format not met), so a
+    completion that breaks the grader earns nothing and its batch-mates keep their scores. The
+    first failure of each task is reported by a warning."""
+    try:
+        return task.score(problems, completions)
+    except Exception as error:  # noqa: BLE001 -- any grader bug must cost the completion, not the run
+        _warn_once(task.name, error)
+    scores = []
+    for problem, completion in zip(problems, completions, strict=True):
+        try:
+            [score] = task.score([problem], [completion])
+        except Exception as error:  # noqa: BLE001
+            _warn_once(task.name, error)
+            score = Score(0.0, False, None, {})
+        scores.append(score)
+    return scores
+
+
+def _warn_once(name: str, error: Exception) -> None:
+    if name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(f"task {name!r}: grading raised {type(error).__name__}: {error}; the completions whose "
+                      "grading raises score 0 (reported once per task)", RuntimeWarning, stacklevel=3)
 
 
 def check_task_rewards(tasks: dict, problems: list, rollout: Rollout, scores: list) -> None:
