@@ -34,16 +34,19 @@ _DELIMITERS = (("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 _TEXT_RE = re.compile(r"\\(?:text|textrm|textbf|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
 _COMMAND_RE = re.compile(r"\\([A-Za-z]+|.)")
 _NAME_RE = re.compile(r"\s*(?:[A-Za-z]|\\[A-Za-z]+)(?:_\{?\w+\}?)?(?:\([A-Za-z]\))?\s*")
-# LaTeX a math answer may use. A command outside it ("\\quad", "\\to", "\\dots", "\\otimes") or a
-# bare "&", "..." or unpaired "|" is how two values hide side by side from a lenient parser.
-MATH_COMMANDS = frozenset(
-    "frac dfrac tfrac sqrt cdot times div pm mp left right text textrm textbf mathrm mbox operatorname "
-    "mathbf mathbb displaystyle infty pi theta alpha beta gamma delta epsilon varepsilon lambda mu sigma "
-    "phi varphi omega tau rho eta zeta xi kappa nu chi psi Delta Gamma Theta Lambda Sigma Phi Omega "
-    "sin cos tan cot sec csc arcsin arccos arctan sinh cosh tanh log ln exp lg binom choose circ degree "
-    "prime le ge leq geq ne neq lt gt cup cap setminus emptyset varnothing in notin subset subseteq "
-    "lfloor rfloor lceil rceil overline boxed fbox max min gcd lcm lim sum prod int langle rangle vec hat bar "
-    "tilde mathit".split()) | set("{}$%,;:! ")
+# LaTeX that builds one value: a math answer may use these freely. Any other command (a relation,
+# a set operator, an accent, a big operator, "\\quad", "\\to", "\\otimes") is how two values hide
+# side by side from a lenient parser, and is read only when the reference uses it too.
+VALUE_COMMANDS = frozenset(
+    "frac dfrac tfrac sqrt cdot times div pm mp left right text textrm textbf mathrm mbox mathbf mathit "
+    "displaystyle infty pi theta alpha beta gamma delta epsilon varepsilon lambda mu sigma phi varphi omega tau "
+    "rho eta zeta xi kappa nu chi psi Delta Gamma Theta Lambda Sigma Phi Omega sin cos tan cot sec csc arcsin "
+    "arccos arctan sinh cosh tanh log ln exp lg binom".split()) | set("{}$%,;:! ")
+_BINARY_OPS_RE = re.compile(r"(?:\\cdot|\\times|\\div|[*/])\s*(?:\\cdot(?![A-Za-z])|\\times(?![A-Za-z])|\\div(?![A-Za-z])|[*/])")
+_EMPTY_GROUP_RE = re.compile(r"(?<!\\)\{\s*\}")
+_DEGREES_RE = re.compile(r"\^\s*(?:\\circ|\{\s*\\circ\s*\})\s*$|\\degree\s*$")
+_NULL_DELIMITER_RE = re.compile(r"\\(?:left|right)\s*\.")
+_DOLLAR_RE = re.compile(r"(?<!\\)\$")
 _MATRIX_RE = re.compile(r"\\begin\{([pbvBV]?matrix)\}(.*?)\\end\{\1\}", re.DOTALL)
 _OPEN, _CLOSE = "([{", ")]}"
 _SEPARATORS = ",;\n"
@@ -119,16 +122,24 @@ def names_more(answer: str, reference: str, measures: tuple[str, ...] = STRUCTUR
     return any(getattr(mine, m) > getattr(theirs, m) for m in measures)
 
 
-def readable_latex(text: str) -> bool:
-    """True iff every LaTeX command of ``text`` is in MATH_COMMANDS and it holds no bare "&",
-    "...", "…" or unpaired "|": what a lenient parser could read as one of several values. The
-    cells of a matrix environment may be separated by "&" and "\\\\". Past MAX_LATEX characters, False."""
+def readable_latex(text: str, reference: str = "") -> bool:
+    """True iff ``text`` reads as one value to a lenient LaTeX parser: every command is in
+    VALUE_COMMANDS or used by ``reference``; "$" and ``\\left``/``\\right`` pair (no null
+    delimiter ``\\left.``, no empty group ``{}``, unless the reference has one); no two binary
+    operators in a row (``\\div\\div``); no bare "&", "...", "…" or unpaired "|". The cells of a
+    matrix environment may be separated by "&" and "\\\\"; a trailing ``^\\circ`` is degrees.
+    Past MAX_LATEX characters, False."""
     if len(text) > MAX_LATEX:
         return False
-    cells = _MATRIX_RE.sub(lambda m: m.group(2).replace("&", " ").replace("\\\\", " "), text)
-    if "&" in cells or "..." in cells or "…" in cells or cells.count("|") % 2:
+    cells = _DEGREES_RE.sub("", _MATRIX_RE.sub(lambda m: m.group(2).replace("&", " ").replace("\\\\", " "), text))
+    if "&" in cells or "..." in cells or "…" in cells or cells.count("|") % 2 or _BINARY_OPS_RE.search(cells):
         return False
-    return all(command in MATH_COMMANDS for command in _COMMAND_RE.findall(cells))
+    if len(_DOLLAR_RE.findall(cells)) % 2 or cells.count("\\left") != cells.count("\\right"):
+        return False
+    if any(pattern.search(cells) and not pattern.search(reference) for pattern in (_EMPTY_GROUP_RE, _NULL_DELIMITER_RE)):
+        return False
+    allowed = VALUE_COMMANDS | set(_COMMAND_RE.findall(reference))
+    return all(command in allowed for command in _COMMAND_RE.findall(cells))
 
 
 def one_sided(text: str) -> bool:

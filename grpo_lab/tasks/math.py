@@ -181,7 +181,7 @@ class MathTask(BaseTask):
         mark is one readable value (math-verify would read one of several side by side)?"""
         return (self.verifier == "math-verify" and self.register == "natural"
                 and not values_equal(value_of(mark), _target_value(target))
-                and strict.readable_latex(mark) and strict.one_sided(mark))
+                and strict.readable_latex(mark, target) and strict.one_sided(mark))
 
     def _equal(self, target: str, mark: str) -> tuple[bool, str | None]:
         """(does one marked answer equal the target, its normalised spelling or None)."""

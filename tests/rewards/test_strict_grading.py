@@ -75,6 +75,18 @@ MATH_VERIFY = [
     ("<answer>3 \\dots 4</answer>", "4", 0.0), ("<answer>3 ... 4</answer>", "4", 0.0),
     ("<answer>3 \\otimes 4</answer>", "4", 0.0), ("<answer>3 \\hspace{1cm} 4</answer>", "4", 0.0),
     ("<answer>3 \\implies 4</answer>", "4", 0.0), ("<answer>\\sqrt{9} = 4</answer>", "4", 0.0),
+    # a command outside the value-building set, an empty group, an unpaired $ or \\left, or two
+    # operators in a row put two values side by side; the reverse order scores 0 as well
+    *[(f"<answer>{a} {c} {b}</answer>", "4", 0.0) for a, b in (("3", "4"), ("4", "3")) for c in (
+        "\\cup", "\\cap", "\\setminus", "\\in", "\\notin", "\\subset", "\\subseteq", "\\circ", "\\degree",
+        "\\gcd", "\\lcm", "\\max", "\\lim", "\\sum", "\\prod", "\\emptyset", "\\langle", "\\rangle", "\\lceil",
+        "\\vec", "\\bar", "\\hat", "\\tilde", "\\choose", "\\boxed{}", "\\fbox{}", "\\operatorname{}",
+        "\\sqrt{}", "\\div\\div", "$", "\\left(")],
+    ("<answer>3 \\left( 4 \\right.</answer>", "4", 0.0), ("<answer>4 \\left( 3 \\right.</answer>", "4", 0.0),
+    # honest LaTeX still read
+    ("<answer>90^\\circ</answer>", "90", 1.0), ("<answer>\\left(\\sqrt{16}\\right)</answer>", "4", 1.0),
+    ("<answer>\\$\\sqrt{16}</answer>", "4", 1.0),
+    ("<answer>\\gcd(8, 12)</answer>", "\\gcd(12, 8)", 1.0),
     ("<answer>\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}</answer>", "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", 1.0),
     ("<answer>\\begin{pmatrix} 1 & 2 \\\\ 3 & 5 \\end{pmatrix}</answer>", "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", 0.0),
 ]

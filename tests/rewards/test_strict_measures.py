@@ -50,11 +50,25 @@ def test_a_reference_that_names_several_candidates_allows_as_many():
 
 
 def test_latex_a_lenient_parser_could_split_is_unreadable():
-    readable = ["\\frac{\\sqrt{3}}{2}", "x \\in [1, 2]", "|x - 1|", "5\\text{ cm}", "\\{1, 2\\}", "\\binom{5}{2}", "90^\\circ",
-                "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}", "\\langle 1, 2 \\rangle"]
+    readable = ["\\frac{\\sqrt{3}}{2}", "|x - 1|", "5\\text{ cm}", "\\{1, 2\\}", "\\binom{5}{2}", "90^\\circ",
+                "90^{\\circ}", "\\$4", "$4$", "\\left(1 + 2\\right) \\cdot 3", "3 \\cdot -4", "\\mathbf{18}",
+                "\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}"]
     unreadable = ["3 \\quad 4", "3 \\\\ 4", "3 & 4", "3 \\& 4", "3 | 4", "3 ... 4", "3 … 4", "3 \\to 4", "3 \\dots 4",
-                  "3 \\otimes 4", "3 \\hspace{1cm} 4", "\\begin{pmatrix} 1 \\end{pmatrix} & 2"]
+                  "3 \\otimes 4", "3 \\hspace{1cm} 4", "\\begin{pmatrix} 1 \\end{pmatrix} & 2", "3 $ 4",
+                  "3 \\left( 4 \\right.", "3 \\left( 4", "3 \\div\\div 4", "3 ** 4", "3 \\sqrt{} 4", "3 \\boxed{} 4",
+                  *[f"3 \\{c} 4" for c in ("cup", "cap", "setminus", "in", "notin", "subset", "subseteq", "circ", "gcd",
+                                             "max", "lim", "sum", "prod", "emptyset", "langle", "lceil", "vec", "bar",
+                                             "hat", "tilde", "choose", "le", "approx")]]
     assert all(readable_latex(t) for t in readable) and not any(readable_latex(t) for t in unreadable)
+
+
+def test_a_command_the_reference_uses_is_readable():
+    # what would be a second value beside the first is the reference's own notation
+    pairs = [("x \\in [1, 2]", "x \\in [1, 2]"), ("\\langle 1, 2 \\rangle", "\\langle 1, 2 \\rangle"),
+             ("A \\cup B", "B \\cup A"), ("\\bar{x}", "\\bar{x}"), ("\\gcd(4, 6)", "\\gcd(6, 4)"),
+             ("\\left. \\frac{x}{2} \\right)", "\\left. \\frac{y}{2} \\right)")]
+    assert all(readable_latex(t, r) for t, r in pairs)
+    assert not any(readable_latex(t, "4") for t, _ in pairs)
 
 
 def test_an_equation_states_one_value_only_with_a_name_on_the_left():
