@@ -37,8 +37,10 @@ _LEAD_IN = frozenset("the a final answer answers is are so thus therefore hence 
 _QUALIFIERS = frozenset(
     "not no minus negative plus times over under than less more least most about around approximately approx "
     "roughly nearly almost between and to or half twice double triple squared cubed dozen hundred thousand "
-    "million billion trillion max maximum min minimum upto up within at ish tops approx circa ca odd some "
-    "give take either each per percent".split())
+    "million billion trillion max maximum min minimum upto up within at ish tops circa ca odd some "
+    "give take either onwards onward upward upwards downward downwards above below beyond lower higher fewer "
+    "greater smaller larger bigger inclusive exclusive till until through thru something probably maybe "
+    "perhaps possibly rounded estimate estimated guess".split())
 _PAREN_WORDS_RE = re.compile(r"\(\s*([A-Za-z][A-Za-z ]*)\)")
 _PHRASE_RE = re.compile(r"(?P<before>(?:[A-Za-z]{2,}:?\s+)*?)(?P<number>[^\sA-Za-z]+)"
                         r"(?P<after>(?:\s+[A-Za-z]{2,})*)\s*\.?")

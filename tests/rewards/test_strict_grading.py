@@ -31,6 +31,7 @@ MATH_EXTRACT = [
     ("<answer>\u221218</answer>", "-18", 1.0), ("<answer>18€</answer>", "18", 1.0), ("<answer>£18</answer>", "18", 1.0),
     ("<answer>18 (apples)</answer>", "18", 1.0), ("<answer>1 000</answer>", "1000", 1.0),
     ("<answer>Answer: 4</answer>", "4", 1.0), ("<answer>4 dollars</answer>", "4", 1.0),
+    ("<answer>4 percent</answer>", "4", 1.0), ("<answer>4 apples each</answer>", "4", 1.0),
     # hedges, both orders
     ("<answer>3 or 4</answer>", "4", 0.0), ("<answer>4 or 3</answer>", "4", 0.0),
     ("\\boxed{3} or \\boxed{4}", "4", 0.0), ("\\boxed{4} or \\boxed{3}", "4", 0.0),
@@ -55,7 +56,8 @@ MATH_EXTRACT = [
     ("<answer>1e5000</answer>", "4", 0.0), ("<answer>1e100000000</answer>", "4", 0.0), ("<answer>4e0</answer>", "4", 0.0),
     # range words and qualifiers beside the number
     *[(f"<answer>{w}</answer>", "4", 0.0) for w in ("max 4", "4 max", "minimum 4", "maximum of 4", "upto 4", "within 4",
-                                                    "4 at minimum", "approx 4", "4 ish", "4 tops", "at most 4")],
+                                                    "4 at minimum", "approx 4", "4 ish", "4 tops", "at most 4",
+                                                    "4 onwards", "4 or above", "4 above", "4 maybe", "4 (approx)")],
     ("<answer>1 0</answer>", "10", 0.0), ("<answer>**3 or 4**</answer>", "4", 0.0), ("<answer>\\text{3, 4}</answer>", "4", 0.0),
 ]
 
