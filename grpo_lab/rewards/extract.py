@@ -11,7 +11,9 @@ what a hedging model would learn to exploit.
 ``1 + x`` == ``x+1``; ``algebra.py``), and a list or set target item by item, in any order (``1, 2``
 == ``\\{2, 1\\}``); a tuple or interval keeps its order and its brackets. A number among plain words
 ("8 apples", "The answer is 8.") is that number: words before it only from a short lead-in list,
-words after it only units, never a qualifier ("max 8", "8 ish", "8 thousand"); see :func:`lone_number`. Hedges are refused before any comparison (``strict.py``).
+words after it only units, never a qualifier ("max 8", "8 ish", "8 thousand"); see :func:`lone_number`.
+Markup that wraps the whole answer is read through (:func:`clean`: ``**18**``, ``\\mathbf{18}``,
+U+2212 minus); a number is a plain decimal of at most MAX_DIGITS characters, never ``1e5000``. Hedges are refused before any comparison (``strict.py``).
 """
 
 from __future__ import annotations
