@@ -103,6 +103,15 @@ def test_code_capable_answers_are_refused_by_both_guards(payload):
         assert not inert(payload, frozenset({EVAL})), payload
 
 
+def test_the_eval_guard_lets_a_name_through_only_alone():
+    """A name inside a display would be a lookup of the scorer's variables; a bare name is a
+    string_insertion answer (the worker's eval reads literals only, so it reads nothing)."""
+    for text in ["[oracle_answer]", "(entry, 1)", "-x", "{answer: 1}", "[1, x]"]:
+        assert not inert_to_eval(text), text
+    for text in ["EACADDDB", " ABCD", "[-1, 'a', (2.5, None)]"]:
+        assert inert_to_eval(text), text
+
+
 CORPUS = HOSTILE + ["*a", ")32 - 4 - 03(*24", "(1 +", "'abc", "1 2 3", "_ Q _ _\nQ _ _ _", "x**2", "sin(x)", "[1, [2, (3,)]]", "-5", "abc", "a b",
                     "x!", "3!!", "0.[3]", "1e5", "x, y", "(x)", "[x]", "x == y", "~x", "x ^ y", "x << 2", "1j",
                     "Max(x, 1)", "max(x, 1)", "Integral(x, x)", "Rational(1, 2)", "", " ", "\\frac{1}{2}"]
@@ -154,3 +163,13 @@ def _eval_runs_code(text: str) -> bool:
                for n in ast.walk(tree)):
             return True
     return False
+
+
+def test_the_sympy_guard_refuses_what_would_run_to_its_deadline():
+    """Power towers and large exponents or factorials pass no honest reference (the test over
+    every level's references above) and would each hold a child until its deadline."""
+    for text in ["9**9**9**3", "2**(10**10)", "2**99999", "x**2**2", "2**exp(9**9)", "1000!", "(9*9)!",
+                 "2**1e9", "2**0x7fffffff"]:
+        assert not inert_to_sympy(text), text
+    for text in ["x**2 + 3*x**(3/2)", "(x+1)**-2", "e**(2*x)", "5!", "x!", "2**sqrt(2)", "9**9"]:
+        assert inert_to_sympy(text), text

@@ -150,8 +150,9 @@ def test_every_dataset_scores_in_the_worker_exactly_as_in_process():
 
 
 def test_a_forged_reply_is_stopped_by_the_guard_not_the_sandbox(worker):
-    """Code inside a child can write its own "1.0"; only the guard keeps such code from running."""
-    dataset = "spiral_matrix"
+    """Code inside a child can write its own "1.0" where sympy evaluates it; only the guard
+    keeps such code from running."""
+    dataset = "countdown"
     key = _prepared(worker, dataset)
     entries, answers, own = _honest(dataset)
     raw = worker.score([protocol.job("rg", key, entries[0], FORGE)] + [protocol.job("rg", key, e, a)
@@ -161,6 +162,19 @@ def test_a_forged_reply_is_stopped_by_the_guard_not_the_sandbox(worker):
     sent = shared.answers_scored
     assert scoring.score_rg(dataset, [CONFIG], [entries[0]], [FORGE]) == [0.0]
     assert shared.answers_scored == sent  # refused before it was sent
+
+
+def test_a_name_in_an_answer_reads_nothing_of_the_scorer(worker):
+    """string_insertion's scorer evals the answer where ``oracle_answer`` is a local: inside
+    the worker its eval reads literals only, and the guard refuses names inside a display."""
+    dataset = "string_insertion"
+    key = _prepared(worker, dataset)
+    entries, answers, own = _honest(dataset)
+    reads = ["oracle_answer", "[oracle_answer]", "list(oracle_answer)", "entry['answer']"]
+    raw = worker.score([protocol.job("rg", key, entries[0], a) for a in reads]
+                       + [protocol.job("rg", key, e, a) for e, a in zip(entries, answers)])
+    assert raw == [0.0] * len(reads) + own
+    assert scoring.score_rg(dataset, [CONFIG] * len(reads), [entries[0]] * len(reads), reads) == [0.0] * len(reads)
 
 
 @pytest.mark.parametrize("dataset", NINE)

@@ -13,9 +13,11 @@ Jobs (tuples, pickled by the trainer):
 scores 0, a number outside [0, 1] is clamped (as the trainer always did with reasoning-gym's).
 """
 
+import ast
 import importlib
 import logging
 import math
+import sys
 
 try:
     import reasoning_gym.factory as _reasoning_gym
@@ -89,6 +91,7 @@ def _score(job):
     kind = job[0]
     if kind == "rg":
         _, key, entry, answer = job
+        _literal_eval_only(answer)
         return _DATASETS[key].score_answer(answer, entry)
     if kind == "math":
         return _math(*job[1:])
@@ -100,6 +103,22 @@ def _score(job):
             target = getattr(target, part)
         return target(*args)
     raise ValueError(f"unknown job {kind!r}")
+
+
+def _literal_eval_only(answer):
+    """In this child (one job, then gone): reasoning-gym's modules resolve ``eval`` to one that
+    reads ``answer``'s text as a literal only (lists and strings of the answer's parts, which is
+    all their scorers want of it), so a name in an answer never reads a scorer's variable such
+    as ``oracle_answer``; the scorers' evals of their own data (bitwise_arithmetic's problem)
+    run as before."""
+    def literal_eval_of_answers(source, globals=None, locals=None):
+        if isinstance(source, str) and isinstance(answer, str) and source.strip() == answer.strip():
+            return ast.literal_eval(source)
+        return eval(source, globals, locals)
+
+    for name, module in list(sys.modules.items()):
+        if name.partition(".")[0] == "reasoning_gym" and module is not None:
+            module.__dict__["eval"] = literal_eval_of_answers
 
 
 def _math(target, marked):

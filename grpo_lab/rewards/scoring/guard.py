@@ -8,14 +8,20 @@ without sending it, unless it is inert for that kind of evaluation:
 ``eval`` (Python's ``eval(answer)``): every reading Python could give the text (as is, with
     leading blanks dropped as ``eval`` does, stripped) either is not an expression at all (a
     board like ``_ Q _ _``: ``eval`` raises before anything runs) or is a literal display:
-    numbers, strings, lists, tuples, sets, signs on numbers, and plain names (a lookup,
-    never a call). No call, attribute, subscript, operator, comprehension or lambda.
+    numbers, strings, lists, tuples, sets and signs on numbers, or one plain name alone (a
+    string_insertion answer such as ``EACADDDB``). No name inside a display, no call,
+    attribute, subscript, operator, comprehension or lambda. Inside the worker the scorers'
+    ``eval`` reads an answer as a literal only (``_scorers._literal_eval_only``), so even a
+    bare name never reads a scorer's variable such as ``oracle_answer``.
 ``sympy`` (``sympy.parse_expr``, which runs ``eval`` with Python's builtins in scope): the
     stripped text does not tokenize (sympy tokenizes it the same way and raises before its
     ``eval``), or its tokens are numbers, arithmetic, comparison and bitwise operators,
     brackets, commas, ``!`` (factorial) and plain names; a name may be called only when it is
     one of a fixed set of mathematical functions; a list may not be subscripted and nothing but
-    those names called.
+    those names called. Its cost stays small: an exponent (the operand after ``**``) holds no
+    ``**`` and is not followed by one (no power tower such as ``9**9**9``), and every number
+    in an exponent is at most three digits, with an optional decimal part; ``!`` follows a name
+    or such a number.
 
 A plain name is ASCII (Python folds other letters to ASCII ones: ``ｅｖａｌ`` is ``eval``), not a
 keyword, not a builtin, and starts with a letter (no ``_`` or dunder). Strings are inert to
@@ -28,6 +34,7 @@ import ast
 import builtins
 import io
 import keyword
+import re
 import tokenize
 
 EVAL, SYMPY = "eval", "sympy"
@@ -68,7 +75,10 @@ def inert_to_eval(answer: str) -> bool:
             continue  # eval raises on it before running anything
         except (ValueError, RecursionError, MemoryError):
             return False
-        if not all(_literal_node(node) for node in ast.walk(tree)):
+        if isinstance(tree.body, ast.Name):  # string_insertion's answers are bare names
+            if not plain_name(tree.body.id):
+                return False
+        elif not all(_literal_node(node) for node in ast.walk(tree)):
             return False
     return True
 
@@ -76,8 +86,6 @@ def inert_to_eval(answer: str) -> bool:
 def _literal_node(node: ast.AST) -> bool:
     if isinstance(node, ast.Constant):
         return isinstance(node.value, _CONSTANTS)
-    if isinstance(node, ast.Name):
-        return plain_name(node.id)
     if isinstance(node, ast.UnaryOp):
         return isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(node.operand, ast.Constant)
     return isinstance(node, (*_LITERAL_NODES, ast.USub, ast.UAdd))
@@ -90,14 +98,50 @@ def inert_to_sympy(answer: str) -> bool:
         return True  # sympy reads the same text with the same tokenizer, and fails before its eval
     except (ValueError, RecursionError, MemoryError):
         return False
-    previous = None
-    for token in tokens:
-        if token.type in _LAYOUT:
-            continue
-        if not _token_ok(token, previous):
+    tokens = [token for token in tokens if token.type not in _LAYOUT]
+    for index, token in enumerate(tokens):
+        if not _token_ok(token, tokens[index - 1] if index else None):
             return False
-        previous = token
+    return _cheap(tokens)
+
+
+def _cheap(tokens: list[tokenize.TokenInfo]) -> bool:
+    """No power tower, and only small numbers where sympy would raise to them or take their
+    factorial: honest answers never need more, and ``9**9**9`` runs until its deadline."""
+    for index, token in enumerate(tokens):
+        if token.string == "!" and index and not (_small(tokens[index - 1]) or tokens[index - 1].type == tokenize.NAME):
+            return False
+        if token.string != "**":
+            continue
+        start = index + 1
+        while start < len(tokens) and tokens[start].string in ("+", "-"):
+            start += 1
+        end = _operand_end(tokens, start)
+        exponent = tokens[start:end + 1]
+        if any(t.string == "**" for t in exponent) or (end + 1 < len(tokens) and tokens[end + 1].string == "**"):
+            return False
+        if any(t.type == tokenize.NUMBER and not _small(t) for t in exponent):
+            return False
     return True
+
+
+def _operand_end(tokens: list[tokenize.TokenInfo], start: int) -> int:
+    """Index of the last token of the operand starting at ``start``: an atom, a call or a
+    bracketed group."""
+    end = start
+    if end + 1 < len(tokens) and tokens[end].type == tokenize.NAME and tokens[end + 1].string == "(":
+        end += 1
+    if end < len(tokens) and tokens[end].string in ("(", "["):
+        depth = 0
+        for end in range(end, len(tokens)):
+            depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(tokens[end].string, 0)
+            if depth == 0:
+                break
+    return end
+
+
+def _small(token: tokenize.TokenInfo) -> bool:
+    return token.type == tokenize.NUMBER and re.fullmatch(r"[0-9]{1,3}(\.[0-9]*)?", token.string) is not None
 
 
 def _token_ok(token: tokenize.TokenInfo, previous: tokenize.TokenInfo | None) -> bool:
