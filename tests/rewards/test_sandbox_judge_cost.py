@@ -106,7 +106,7 @@ def test_nesting_is_measured_on_the_structure_only(text, ok):
 
 
 RAISED_LIMIT = """import json, sys, time
-sys.setrecursionlimit(1_000_000)  # json.loads of 200,000 nested brackets now overflows the C stack
+sys.setrecursionlimit(1_000_000)  # with this limit json.loads of 200,000 nested brackets overflows the C stack
 from grpo_lab.rewards.sandbox.values import parse_line
 deep = [b"[0, [" + b"[" * 200000 + b"]" * 200000 + b"]]", b"[0, [" + b'{"tuple": [' * 40000 + b"]}" * 40000 + b"]]",
         b"[0, [" + b"[" * 250000, b'[0, ["' + b"[" * 1000 + b'", ' + b"[" * 100000 + b"]" * 100000 + b"]]"]

@@ -1,11 +1,11 @@
 """How the sandbox's template process is started: inside bubblewrap, or (trusted code only) not.
 
 ``bwrap``: new user, pid, network, ipc, uts and cgroup namespaces; uid/gid 65534; all
-capabilities dropped; a root file system of read-only binds of the system libraries and the
-interpreter's standard library only (no home, no project, no /etc; no site-packages or
-dist-packages of any interpreter, nothing of /usr/local but the interpreter's own standard
-library: an installed dataset or a package holding reference solutions stays out of
-reach); no /proc at all, so no process of the
+capabilities dropped; a root file system of read-only binds of the interpreter's standard
+library, its binary, the shared libraries ``ldd`` finds them linking to and this package's
+folder (the template script), and nothing else (no /usr/local, /usr/src, /usr/share, /opt, /srv, home, project or /etc; no site-packages or
+dist-packages of any interpreter: an installed dataset, a package holding reference solutions
+or a checkout with its venv stays out of reach); no /proc at all, so no process of the
 sandbox (a batch-mate, the template) can be read through /proc/<pid>/mem, fd or environ; a
 minimal /dev; a size-capped tmpfs /tmp; an empty environment. bwrap dies with the trainer
 (``--die-with-parent``).
