@@ -208,6 +208,33 @@ def test_spinning_sleeping_and_hoarding_answers_end_at_the_deadline(worker):
     assert _busy_cpu_s(worker) < 0.2  # nothing of the batch still runs
 
 
+def test_a_batch_of_k_spinning_answers_costs_one_deadline_then_timeout_s_per_workers_of_them():
+    """The bound docs/sandbox.md states: D + ceil((k - workers) / workers) * timeout_s (D the
+    stretched deadline), plus the honest answers' own time; honest mates keep their scores."""
+    cores = os.cpu_count() or 1
+    worker = ScoringWorker("bwrap", timeout_s=1.0, workers=2 * cores)
+    try:
+        key = _prepared(worker, "countdown")
+        entries, answers, own = _honest("countdown")
+        honest = [protocol.job("rg", key, e, a) for e, a in zip(entries, answers)]
+        assert worker.score(honest) == own
+        start = time.monotonic()
+        assert worker.score(honest) == own
+        honest_s = time.monotonic() - start
+        k = 8 * worker.workers
+        spin = [protocol.job("rg", key, entries[0], f"exec('while True: pass; {i}')") for i in range(k)]
+        start = time.monotonic()
+        values = worker.score(spin + honest)
+        elapsed = time.monotonic() - start
+        assert values == [0.0] * k + own
+        deadline = worker.timeout_s * worker.stretch
+        bound = deadline + math.ceil((k - worker.workers) / worker.workers) * worker.timeout_s
+        assert elapsed < bound + 3 * honest_s + 1.5
+        assert elapsed < 0.75 * k / worker.workers * deadline  # every spinner at D would cost k / workers * D
+    finally:
+        worker.close()
+
+
 def test_math_verify_payloads_change_nothing_and_honest_pairs_stay_exact(tmp_path):
     from math_verify import parse, verify
 

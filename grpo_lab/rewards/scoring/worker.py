@@ -4,7 +4,8 @@ per answer.
 The template (``_template.py``, started by ``launch.py``) has the scorer libraries imported and
 forks locked-down children ahead of need; this process hands each child one job and reads back
 one float. What a child costs is bounded: its deadline (``timeout_s`` times the answers in flight
-per core) is fixed when its job is sent, its reply is at most ``_MAX_REPLY`` bytes, and after its
+per core, or ``timeout_s`` once a child of the same batch has reached its deadline) is fixed
+when its job is sent, its reply is at most ``_MAX_REPLY`` bytes, and after its
 verdict (reply, deadline or too long a reply) the template SIGKILLs and reaps it; a batch returns
 only once every child it used is confirmed gone. At most ``workers`` answers are scored at once;
 identical jobs (common within a GRPO group) are scored once.
@@ -80,6 +81,7 @@ class ScoringWorker:
         self.scored_zero_alone = 0
         self.stall_s = _STALL_S
         self._owner = -1
+        self._timed_out = False  # a child of the current batch reached its deadline
 
     def prepare(self, kind: str, key: str, spec) -> None:
         """Make ``key`` known to every child from now on (see ``_scorers.prepare``)."""
@@ -97,6 +99,7 @@ class ScoringWorker:
         """One float in [0, 1] per job, in order."""
         with self._lock:
             unique = list(dict.fromkeys(jobs))
+            self._timed_out = False
             values = self._run_all(unique)
             by_job = {job: values.get(i, 0.0) for i, job in enumerate(unique)}
             return [by_job[job] for job in jobs]
@@ -177,7 +180,10 @@ class ScoringWorker:
                 continue
             self.answers_scored += 1
             self._top_up(len(todo))
-            deadline = time.monotonic() + self.timeout_s * self.stretch
+            # after a timeout in this batch, timeout_s of wall time (still at least a core share
+            # of timeout_s / stretch): k hostile answers cost one stretched deadline, then timeout_s
+            # per workers of them
+            deadline = time.monotonic() + self.timeout_s * (1.0 if self._timed_out else self.stretch)
             inflight[sock.fileno()] = _Flight(i, pid, deadline, sock)
             self._poller.register(sock, select.POLLIN)
 
@@ -201,6 +207,7 @@ class ScoringWorker:
         for fd in [fd for fd, f in inflight.items() if f.deadline <= now]:
             # a reply that reached the socket while this process was not looking counts
             state = protocol.drain(inflight[fd].sock, inflight[fd].reply)
+            self._timed_out |= state != "closed"
             self._finish(inflight, fd, done, state == "closed")
 
     def _finish(self, inflight, fd: int, done: dict, replied: bool) -> None:
