@@ -293,6 +293,31 @@ def test_a_template_killed_between_batches_does_not_break_prepare_or_the_next_ba
     assert worker.score(jobs) == own
 
 
+def test_a_child_forked_while_another_thread_scores_scores_by_itself():
+    """The worker's lock is held by a thread that does not exist in a forked child: the child
+    gets it back released, starts its own template and scores exactly."""
+    dataset = "countdown"
+    entries, answers, own = _honest(dataset)
+    shared = scoring.worker_for("bwrap")
+    key = _prepared(shared, dataset)
+    spin = protocol.job("rg", key, entries[0], "exec('while True: pass; 0')")
+    busy = threading.Thread(target=shared.score, args=([spin],))
+    busy.start()
+    time.sleep(0.5)  # the thread holds the worker's lock until the spinner's deadline
+    pid = os.fork()
+    if pid == 0:
+        values = scoring.score_rg(dataset, [CONFIG] * len(answers), entries, answers)
+        os._exit(0 if values == own else 1)
+    deadline = time.monotonic() + 120
+    while (status := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if status[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    busy.join()
+    assert status[0] == pid and os.waitstatus_to_exitcode(status[1]) == 0
+
+
 def test_plugin_scorers_run_in_the_worker_and_their_values_are_read_strictly():
     assert scoring.score_calls("operator:truediv", [(1, 4), (1, 0), (3, 1)]) == [0.25, 0.0, 1.0]
     assert scoring.score_calls("builtins:float", [("nan",), ("inf",), ("-1",), ("0.5",)]) == [0.0, 0.0, 0.0, 0.5]

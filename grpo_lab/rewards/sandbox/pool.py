@@ -28,10 +28,9 @@ import collections
 import os
 import select
 import socket
-import threading
 import time
 
-from grpo_lab.rewards.sandbox import cgroup, grading, isolation, wire
+from grpo_lab.rewards.sandbox import cgroup, grading, isolation, recovery, wire
 from grpo_lab.rewards.sandbox.isolation import SandboxError
 from grpo_lab.rewards.sandbox.template import STARTUP_S, Template, TemplateLost
 
@@ -39,7 +38,6 @@ _IN_FLIGHT_PER_CORE = 4
 _MAX_POOL = 256  # idle children kept ready: about 1.5 MB of private memory each
 _CHILD_BYTES = 8 << 20  # what the cgroup allows an idle child (about 1.5 MB)
 _TEMPLATE_BYTES = 512 << 20  # bwrap and the template (about 30 MB)
-_LOSSES_IN_A_ROW = 3  # template losses with no program scored in between: the host is broken
 # Kills go to the template in batches (a workers' worth, or after this long): an honest child
 # exits by itself after its end mark, and one that does not spins at most this much longer.
 _KILL_BATCH_S = 0.005
@@ -60,7 +58,7 @@ class Sandbox:
         self.limits = cgroup.Limits(pids=2 * (self.workers + _MAX_POOL) + 16,
                                     memory_bytes=(self.workers * memory_mb << 20) + _MAX_POOL * _CHILD_BYTES
                                     + _TEMPLATE_BYTES)
-        self._lock = threading.Lock()
+        self._lock = recovery.ForkSafeLock()
         self._template: Template | None = None
         self._warming: dict[int, tuple[int, int, socket.socket]] = {}  # fd -> (pid, cpu_s, socket): not ready
         self._idle: collections.deque = collections.deque()  # (pid, cpu_s, socket) of ready children
@@ -96,36 +94,13 @@ class Sandbox:
             return [verdicts[(code, tuple(tests))] for code, tests in programs]
 
     def _run_all(self, programs, timeout_s: float) -> dict[int, bytes]:
-        """Every program's output, whatever happens to the template: the programs a lost
-        template interrupted run again alone; one that loses it alone gets no output."""
-        queue = collections.deque(i for i, (_, tests) in enumerate(programs) if tests)
-        suspects: collections.deque = collections.deque()
-        outputs: dict[int, bytes] = {}
-        losses_in_a_row = 0
-        while queue or suspects:
-            alone = bool(suspects)
-            batch = [suspects.popleft()] if alone else list(queue)
-            if not alone:
-                queue.clear()
-            done, lost = self._attempt(programs, batch, timeout_s)
-            outputs.update(done)
-            if lost is None:
-                losses_in_a_row = 0
-                continue
-            in_flight, unstarted = lost
-            self.templates_lost += 1
-            losses_in_a_row = 0 if done else losses_in_a_row + 1
-            self._discard()
-            if losses_in_a_row >= _LOSSES_IN_A_ROW:
-                raise SandboxError(f"the sandbox's template was lost {losses_in_a_row} times in a row "
-                                   "with no program scored: the host cannot run it")
-            if alone:
-                outputs[batch[0]] = b""
-                self.scored_zero_alone += 1
-            else:
-                suspects.extend(in_flight)
-                queue.extend(unstarted)
-        return outputs
+        """Every program's output, whatever happens to the template (``recovery.run_all``)."""
+        def fail(losses: int) -> SandboxError:
+            return SandboxError(f"the sandbox's template was lost {losses} times in a row "
+                                "with no program scored: the host cannot run it")
+
+        return recovery.run_all(self, (i for i, (_, tests) in enumerate(programs) if tests),
+                                lambda batch: self._attempt(programs, batch, timeout_s), fail, b"")
 
     def _attempt(self, programs, batch: list[int], timeout_s: float):
         """Run ``batch`` on the current template: (outputs of the programs it finished, None),

@@ -19,6 +19,7 @@ import atexit
 import collections
 import hashlib
 
+from grpo_lab.rewards.sandbox.recovery import ForkSafeLock
 from grpo_lab.rewards.scoring import protocol
 from grpo_lab.rewards.scoring.guard import inert
 from grpo_lab.rewards.scoring.launch import ScoringError, check
@@ -31,13 +32,15 @@ __all__ = ["ScoringError", "ScoringWorker", "check", "math_verify_equal", "score
 _WORKERS: dict[str, ScoringWorker] = {}
 _CACHE: collections.OrderedDict = collections.OrderedDict()  # (isolation, job digest) -> value
 _CACHE_SIZE = 1 << 16
+_LOCK = ForkSafeLock()  # _WORKERS and _CACHE, shared by the trainer's threads
 
 
 def worker_for(isolation: str = "bwrap") -> ScoringWorker:
     """The process-wide scoring worker of this isolation, started on first use."""
-    if isolation not in _WORKERS:
-        _WORKERS[isolation] = ScoringWorker(isolation)
-    return _WORKERS[isolation]
+    with _LOCK:
+        if isolation not in _WORKERS:
+            _WORKERS[isolation] = ScoringWorker(isolation)
+        return _WORKERS[isolation]
 
 
 @atexit.register
@@ -88,14 +91,16 @@ def _scored(worker: ScoringWorker, jobs: list[bytes | None]) -> list[float]:
     single calls a grading policy makes after it."""
     keys = [None if job is None else (worker.isolation, hashlib.sha256(job).digest()) for job in jobs]
     jobs_of = {k: job for k, job in zip(keys, jobs) if k is not None}
-    values = {k: _CACHE[k] for k in jobs_of if k in _CACHE}
+    with _LOCK:
+        values = {k: _CACHE[k] for k in jobs_of if k in _CACHE}
     todo = [k for k in jobs_of if k not in values]
     values.update(zip(todo, worker.score([jobs_of[k] for k in todo]) if todo else []))
-    for key in jobs_of:
-        _CACHE[key] = values[key]
-        _CACHE.move_to_end(key)
-    while len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
+    with _LOCK:
+        for key in jobs_of:
+            _CACHE[key] = values[key]
+            _CACHE.move_to_end(key)
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
     return [0.0 if key is None else values[key] for key in keys]
 
 

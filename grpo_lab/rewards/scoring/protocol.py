@@ -9,7 +9,6 @@ finite decimal number in [0, 1], and anything else scores 0.
 
 from __future__ import annotations
 
-import array
 import math
 import pickle
 import re
@@ -51,14 +50,3 @@ def drain(sock: socket.socket, reply: bytearray) -> str:
         reply += chunk
         if len(reply) > MAX_REPLY:
             return "over"
-
-
-def recv_fd(sock: socket.socket) -> tuple[bytes, list[int]]:
-    """One message and the descriptors it carries, without waiting (socket.recv_fds of
-    Python 3.11 ignores its flags argument, so it would block)."""
-    msg, ancillary, _, _ = sock.recvmsg(4096, socket.CMSG_LEN(array.array("i").itemsize), socket.MSG_DONTWAIT)
-    fds = array.array("i")
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-    return msg, list(fds)

@@ -26,10 +26,10 @@ import select
 import signal
 import socket
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 
+from grpo_lab.rewards.sandbox import recovery, wire
 from grpo_lab.rewards.scoring import launch, protocol
 from grpo_lab.rewards.scoring.launch import ScoringError
 
@@ -39,7 +39,6 @@ _MAX_JOB = 8 << 20
 _MAX_PREPARE = 1 << 16
 _IN_FLIGHT_PER_CORE = 4
 _MAX_POOL = 64  # idle children kept ready
-_LOSSES_IN_A_ROW = 3
 
 
 class _TemplateLost(Exception):
@@ -66,7 +65,7 @@ class ScoringWorker:
         cores = os.cpu_count() or 1
         self.workers = workers or _IN_FLIGHT_PER_CORE * cores
         self.stretch = max(1.0, self.workers / cores)  # each answer still gets about timeout_s of a core
-        self._lock = threading.Lock()
+        self._lock = recovery.ForkSafeLock()
         self._proc = self._ctrl = self._err = None
         self._prepared: dict[str, tuple[str, object]] = {}
         self._warming: dict[int, tuple[int, socket.socket]] = {}
@@ -105,34 +104,11 @@ class ScoringWorker:
             return [by_job[job] for job in jobs]
 
     def _run_all(self, jobs: list[bytes]) -> dict[int, float]:
-        queue = collections.deque(range(len(jobs)))
-        suspects: collections.deque = collections.deque()
-        values: dict[int, float] = {}
-        losses_in_a_row = 0
-        while queue or suspects:
-            alone = bool(suspects)
-            batch = [suspects.popleft()] if alone else list(queue)
-            if not alone:
-                queue.clear()
-            done, lost = self._attempt(jobs, batch)
-            values.update(done)
-            if lost is None:
-                losses_in_a_row = 0
-                continue
-            interrupted, unstarted = lost
-            self.templates_lost += 1
-            losses_in_a_row = 0 if done else losses_in_a_row + 1
-            self._discard()
-            if losses_in_a_row >= _LOSSES_IN_A_ROW:
-                raise ScoringError(f"the scoring worker's template was lost {losses_in_a_row} times in a "
-                                   "row with no answer scored: the host cannot run it")
-            if alone:
-                values[batch[0]] = 0.0
-                self.scored_zero_alone += 1
-            else:
-                suspects.extend(interrupted)
-                queue.extend(unstarted)
-        return values
+        def fail(losses: int) -> ScoringError:
+            return ScoringError(f"the scoring worker's template was lost {losses} times in a row "
+                                "with no answer scored: the host cannot run it")
+
+        return recovery.run_all(self, range(len(jobs)), lambda batch: self._attempt(jobs, batch), fail, 0.0)
 
     def _attempt(self, jobs: list[bytes], batch: list[int]):
         """Score ``batch`` on the current template: (values, None), or once the template is
@@ -263,7 +239,7 @@ class ScoringWorker:
         """Take every message the template has sent: children, kill confirmations, answers."""
         while True:
             try:
-                msg, fds = protocol.recv_fd(self._ctrl)
+                msg, fds = wire.recv_fd(self._ctrl)
             except BlockingIOError:
                 return
             except OSError:
@@ -346,7 +322,7 @@ class ScoringWorker:
             child.close()
         self._owner = os.getpid()
         ready, _, _ = select.select([parent], [], [], _STARTUP_S)
-        msg, fds = protocol.recv_fd(parent) if ready else (b"", [])
+        msg, fds = wire.recv_fd(parent) if ready else (b"", [])
         parent.close()
         if msg != b"R" or not fds:
             message = self._stderr()
