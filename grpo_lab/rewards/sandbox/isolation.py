@@ -138,13 +138,19 @@ def command(isolation: str, ctrl_fd: int, config: str) -> tuple[list[str], dict,
     env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
     if isolation == "unsafe-local":
         return inner, env, None
+    return bwrap({"LC_ALL": "C.UTF-8", "HOME": "/tmp"}, _binds()) + inner, env, None
+
+
+def bwrap(env: dict[str, str], binds: list[str]) -> list[str]:
+    """bwrap's arguments up to the command: every namespace, uid/gid 65534, no capability, an
+    environment of ``env`` only, a size-capped tmpfs /tmp, ``binds``, a minimal /dev, dies with
+    the trainer. Shared with the scoring worker (``rewards/scoring/launch.py``)."""
     wrap = ["bwrap", "--unshare-all", "--uid", _SANDBOX_UID, "--gid", _SANDBOX_UID,
-            "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
-            "--setenv", "LC_ALL", "C.UTF-8", "--setenv", "HOME", "/tmp",
-            # the tmpfs first: a bind under /tmp (a checkout or venv there) is mounted on top of it
-            "--size", str(_TMPFS_BYTES), "--tmpfs", "/tmp", *_binds(),
-            "--dev", "/dev", "--chdir", "/tmp", "--"]
-    return wrap + inner, env, None
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    for key, value in env.items():
+        wrap += ["--setenv", key, value]
+    # the tmpfs first: a bind under /tmp (a checkout or venv there) is mounted on top of it
+    return wrap + ["--size", str(_TMPFS_BYTES), "--tmpfs", "/tmp", *binds, "--dev", "/dev", "--chdir", "/tmp", "--"]
 
 
 def popen(isolation: str, ctrl_fd: int, config: str, stderr, prefix: list[str] = ()) -> subprocess.Popen:

@@ -19,10 +19,9 @@ import sys
 import warnings
 from pathlib import Path
 
+from grpo_lab.rewards.sandbox import isolation as isolation_args
 from grpo_lab.rewards.sandbox.isolation import ISOLATIONS, SandboxError, UnsafeSandboxWarning
 
-_SANDBOX_UID = "65534"
-_TMPFS_BYTES = 64 << 20
 _HERE = Path(__file__).resolve().parent
 SECCOMP_DIR = str(_HERE.parent / "sandbox")  # _seccomp.py, imported by the template
 # One thread per process: a fork copies only the thread that forks, and the seccomp filter
@@ -69,14 +68,7 @@ def command(isolation: str, ctrl_fd: int, config: str) -> tuple[list[str], dict]
     inner = [sys.executable, "-I", "-B", str(_HERE / "_template.py"), str(ctrl_fd), config]
     if isolation == "unsafe-local":
         return inner, {"PATH": "/usr/bin:/bin", **_ENV}
-    wrap = ["bwrap", "--unshare-all", "--uid", _SANDBOX_UID, "--gid", _SANDBOX_UID,
-            "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
-    for key, value in _ENV.items():
-        wrap += ["--setenv", key, value]
-    # the tmpfs first: a bind under /tmp (a checkout or venv there) is mounted on top of it
-    wrap += ["--size", str(_TMPFS_BYTES), "--tmpfs", "/tmp", *_binds(), "--dev", "/dev",
-             "--chdir", "/tmp", "--"]
-    return wrap + inner, {"PATH": "/usr/bin:/bin"}
+    return isolation_args.bwrap(_ENV, _binds()) + inner, {"PATH": "/usr/bin:/bin"}
 
 
 def popen(isolation: str, ctrl_fd: int, config: str, stderr) -> subprocess.Popen:
