@@ -27,11 +27,13 @@ from grpo_lab.rewards.sandbox.isolation import (
     check,
 )
 from grpo_lab.rewards.sandbox.pool import Sandbox
+from grpo_lab.rewards.sandbox.recovery import ForkSafeLock
 
 __all__ = ["ISOLATIONS", "Sandbox", "SandboxError", "BadTestError", "UnsafeSandboxWarning",
            "check_for", "compile_test", "run_tests", "sandbox_for"]
 
 _SANDBOXES: dict[tuple[str, int], Sandbox] = {}
+_LOCK = ForkSafeLock()  # the trainer's threads may ask for the sandbox at once
 SANDBOXED_TASKS = ("code", "humaneval")
 
 
@@ -52,9 +54,10 @@ def check_for(tasks: list[str], isolation: str, verifier: str = "extract") -> No
 def sandbox_for(isolation: str = "bwrap", memory_mb: int = 256) -> Sandbox:
     """The process-wide sandbox of this kind, started on first use."""
     key = (isolation, memory_mb)
-    if key not in _SANDBOXES:
-        _SANDBOXES[key] = Sandbox(isolation, memory_mb)
-    return _SANDBOXES[key]
+    with _LOCK:
+        if key not in _SANDBOXES:
+            _SANDBOXES[key] = Sandbox(isolation, memory_mb)
+        return _SANDBOXES[key]
 
 
 @atexit.register
