@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grpo_lab.execution import calibration, final_evals
@@ -60,9 +61,36 @@ def plan_for(matrix: Path, opts: SweepOptions) -> Plan:
     if opts.name:  # --name wins over the matrix's own name
         plan = dataclasses.replace(plan, name=sweep_name(opts.name))
     if plan.fits is False and not opts.allow_over_budget:
-        raise ConfigError(f"{matrix}: the plan needs {plan.total:.3g} {plan.hardware.unit}, over its budget of "
-                          f"{plan.limit:.3g}: cut cells or steps, raise budget, or pass --allow-over-budget")
+        spent, pending = spent_and_pending(plan, done_hours(opts, plan))
+        if pending and spent + pending > plan.limit:
+            unit = plan.hardware.unit
+            so_far = f" after the {spent:.3g} {unit} its finished runs spent" if spent else ""
+            raise ConfigError(f"{matrix}: the plan's pending cells need {pending:.3g} {unit}{so_far}, over its "
+                              f"budget of {plan.limit:.3g}: cut cells or steps, raise budget, or pass --allow-over-budget")
     return plan
+
+
+def spent_and_pending(plan: Plan, done: dict[str, float]) -> tuple[float, float]:
+    """(device-hours the plan's finished runs spent, the estimate of its cells still to run), from
+    ``done``: run id -> hours of every finished run. What a budget is held against: a sweep that
+    has nothing left to run is never refused, and a restart is priced by what it has learnt."""
+    spent = sum(done.get(c.run_id, 0.0) for c in plan.cells if c.run_id in done)
+    pending = sum(e.total for c, e in zip(plan.cells, plan.estimates) if c.run_id not in done)
+    return spent, pending
+
+
+def done_hours(opts: SweepOptions, plan: Plan) -> dict[str, float]:
+    """run id -> device-hours, for the plan's runs the registry holds as done ({} before any)."""
+    url = opts.db_url or reg.default_url(opts.workspace)
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        return {}
+    wanted = list(dict.fromkeys(c.run_id for c in plan.cells))
+    done: dict[str, float] = {}
+    with reg.connect(url)() as session:
+        for i in range(0, len(wanted), 500):  # SQLite caps the variables of one statement
+            runs = session.scalars(select(reg.Run).where(reg.Run.run_id.in_(wanted[i:i + 500]))).all()
+            done.update({r.run_id: r.gpu_hours for r in runs if r.status in reg.DONE})
+    return done
 
 
 def open_sweep(session: Session, plan: Plan, matrix: Path, opts: SweepOptions, env: dict) -> reg.Sweep:

@@ -81,6 +81,37 @@ def test_over_budget_plan_is_refused_unless_allowed(tmp_path):
     assert plan_for(matrix, SweepOptions(workspace=tmp_path / "ws", allow_over_budget=True)).fits is False
 
 
+def test_budget_holds_only_what_is_pending_against_what_is_left(tmp_path):
+    """A sweep with nothing left to run is never refused, however its runs overran the estimate;
+    a new cell is priced after what the finished ones spent."""
+    matrix = write_matrix(tmp_path, "spent", tricks=["baseline"])
+    ws = tmp_path / "ws"
+    _, sweep, session = sweep_once(matrix, ws)
+    spent = sum(cell.run.gpu_hours for cell in sweep.cells)
+    session.close()
+    budget = f"budget: {{hardware: cpu, gpu_hours: {spent / 2}}}\nbase:"
+    matrix.write_text(matrix.read_text().replace("base:", budget, 1))
+    plan = plan_for(matrix, SweepOptions(workspace=ws))  # over budget on paper, nothing pending
+    assert plan.fits is False and plan.total > plan.limit
+    again, _, _ = sweep_once(matrix, ws)
+    assert again.executed == [] and again.skipped == 1
+    matrix.write_text(matrix.read_text().replace("- 0", "- 0\n- 1", 1))  # a second seed: one pending cell
+    with pytest.raises(ConfigError, match=r"pending cells need .* after the .* its finished runs spent"):
+        plan_for(matrix, SweepOptions(workspace=ws))
+
+
+def test_spent_and_pending_split_the_plan_by_what_is_done(tmp_path):
+    from grpo_lab.execution.sweep import spent_and_pending
+
+    matrix = write_matrix(tmp_path, "split", seeds=(0, 1), tricks=["baseline"])
+    plan = plan_for(matrix, SweepOptions(workspace=tmp_path / "ws"))
+    first, second = plan.cells
+    assert spent_and_pending(plan, {}) == (0.0, pytest.approx(plan.total))
+    spent, pending = spent_and_pending(plan, {first.run_id: 0.25, "not-in-plan": 9.0})
+    assert spent == 0.25 and pending == pytest.approx(plan.estimates[1].total)
+    assert spent_and_pending(plan, {first.run_id: 0.25, second.run_id: 0.5}) == (0.75, 0)
+
+
 def test_job_that_finished_after_its_driver_died_is_closed_by_its_result_not_run_again(tmp_path):
     matrix = write_matrix(tmp_path, "late", tricks=["baseline"])
     _, sweep, session = sweep_once(matrix, tmp_path / "ws")
