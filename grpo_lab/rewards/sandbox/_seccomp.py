@@ -28,6 +28,7 @@ not run on an aarch64 machine here.
 import ctypes
 import os
 import platform
+import resource
 import struct
 
 ALLOWED = {  # name: (x86_64, aarch64); None where the architecture has no such call
@@ -181,6 +182,23 @@ class Filter:
         # struct __user_cap_header_struct, then two __user_cap_data_struct, all zero: no capability
         self._cap_header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
         self._cap_data = (ctypes.c_uint32 * 6)()
+
+    def confine(self, keep: int, memory_bytes: int, cpu_s: int, files: int) -> None:
+        """A child's lock-down before the filter: every descriptor closed but ``keep``, stdio on
+        /dev/null, hard rlimits (address space, CPU, no file writes, no core, ``files``
+        descriptors, no new process), killed with its parent, undumpable."""
+        os.closerange(3, keep)
+        os.closerange(keep + 1, 1 << 16)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        for res, value in ((resource.RLIMIT_AS, memory_bytes), (resource.RLIMIT_CPU, cpu_s),
+                           (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0),
+                           (resource.RLIMIT_NOFILE, files), (resource.RLIMIT_NPROC, 0)):
+            resource.setrlimit(res, (value, value))
+        self.die_with_parent()
+        self.undumpable()
 
     def die_with_parent(self) -> None:
         """SIGKILL this process when its parent exits (the trainer for the template, the

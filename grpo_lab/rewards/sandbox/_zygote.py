@@ -25,7 +25,6 @@ import builtins
 import gc
 import json
 import os
-import resource
 import select
 import signal
 import socket
@@ -115,19 +114,7 @@ def _run(job, out):
 def _child(sock, cfg, seccomp, cpu_s):
     """Lock down, wait for one job on ``sock``, answer on it, exit. Never returns."""
     keep = sock.fileno()
-    os.closerange(3, keep)
-    os.closerange(keep + 1, 1 << 16)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
-    mem = cfg["memory_mb"] << 20
-    for res, value in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CPU, cpu_s),
-                       (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0),
-                       (resource.RLIMIT_NOFILE, _NOFILE), (resource.RLIMIT_NPROC, 0)):
-        resource.setrlimit(res, (value, value))
-    seccomp.die_with_parent()
-    seccomp.undumpable()
+    seccomp.confine(keep, cfg["memory_mb"] << 20, cpu_s, _NOFILE)
     os.nice(_CHILD_NICE)  # when children queue for forks, the template forking them comes first
     seccomp.install()
     sys.addaudithook(_audit_hook)

@@ -59,19 +59,7 @@ def _address_space():
 
 
 def _lock_down(keep, cfg, seccomp):
-    os.closerange(3, keep)
-    os.closerange(keep + 1, 1 << 16)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
-    limits = ((resource.RLIMIT_AS, _address_space() + (cfg["memory_mb"] << 20)),
-              (resource.RLIMIT_CPU, cfg["cpu_s"]), (resource.RLIMIT_FSIZE, 0),
-              (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, _NOFILE), (resource.RLIMIT_NPROC, 0))
-    for res, value in limits:
-        resource.setrlimit(res, (value, value))
-    seccomp.die_with_parent()
-    seccomp.undumpable()
+    seccomp.confine(keep, _address_space() + (cfg["memory_mb"] << 20), cfg["cpu_s"], _NOFILE)
     seccomp.install()
 
 
