@@ -47,16 +47,19 @@ class UnsafeSandboxWarning(UserWarning):
     """Model-written code runs without OS-level isolation."""
 
 
-def check(isolation: str) -> None:
-    """Fail now, with the fix, if ``isolation`` cannot run here; warn for unsafe-local."""
+_UNSAFE_NOTE = ("sandbox: unsafe-local runs model-written code without namespaces: it can read "
+                "your files and environment. Use it for trusted code only.")
+
+
+def check(isolation: str, unsafe_note: str = _UNSAFE_NOTE, missing: Exception | None = None) -> None:
+    """Fail now, with the fix, if ``isolation`` cannot run here (``missing``, by default the
+    code sandbox's install hint, when bwrap is absent); warn ``unsafe_note`` for unsafe-local."""
     if isolation not in ISOLATIONS:
         raise ValueError(f"unknown sandbox {isolation!r}; known: {', '.join(ISOLATIONS)}")
     if isolation == "unsafe-local":
-        warnings.warn("sandbox: unsafe-local runs model-written code without namespaces: it can read "
-                      "your files and environment. Use it for trusted code only.", UnsafeSandboxWarning,
-                      stacklevel=3)
+        warnings.warn(unsafe_note, UnsafeSandboxWarning, stacklevel=3)
     elif shutil.which("bwrap") is None:
-        raise SandboxError(_INSTALL_HINT)
+        raise missing or SandboxError(_INSTALL_HINT)
 
 
 _PACKAGES = ("site-packages", "dist-packages")

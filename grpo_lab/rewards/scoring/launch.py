@@ -12,15 +12,14 @@ must be importable) and this package's folder. Nothing of the host is writable.
 from __future__ import annotations
 
 import os
-import shutil
 import site
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 from grpo_lab.rewards.sandbox import isolation as isolation_args
-from grpo_lab.rewards.sandbox.isolation import ISOLATIONS, SandboxError, UnsafeSandboxWarning
+from grpo_lab.rewards.sandbox.isolation import SandboxError
+from grpo_lab.rewards.sandbox.isolation import check as isolation_check
 
 _HERE = Path(__file__).resolve().parent
 SECCOMP_DIR = str(_HERE.parent / "sandbox")  # _seccomp.py, imported by the template
@@ -41,14 +40,9 @@ class ScoringError(SandboxError):
 
 def check(isolation: str) -> None:
     """Fail now, with the fix, if ``isolation`` cannot run here; warn for unsafe-local."""
-    if isolation not in ISOLATIONS:
-        raise ValueError(f"unknown sandbox {isolation!r}; known: {', '.join(ISOLATIONS)}")
-    if isolation == "unsafe-local":
-        warnings.warn("sandbox: unsafe-local runs third-party scorers on model answers without "
-                      "namespaces: a completion that reaches eval can read your files. Use it for "
-                      "trusted models only.", UnsafeSandboxWarning, stacklevel=3)
-    elif shutil.which("bwrap") is None:
-        raise ScoringError(INSTALL_HINT)
+    isolation_check(isolation, "sandbox: unsafe-local runs third-party scorers on model answers without "
+                    "namespaces: a completion that reaches eval can read your files. Use it for trusted "
+                    "models only.", ScoringError(INSTALL_HINT))
 
 
 def _binds() -> list[str]:
