@@ -1,7 +1,9 @@
 """Decide comparisons under optional stopping, and spend the next runs where verdicts can close.
 
-Pure functions; the `--decide` loop (grpo_lab/execution/waves.py) only feeds them the per-seed
-scores of finished runs (arm -> {seed index: score}) and records what they return.
+Pure functions over one DecisionRule (analysis/rule.py). `step` is the `--decide` loop's one
+step, and the only one: execution/waves.py, the validity suite and benchmarks/decide.py all call
+it with the finished runs' outcomes (arm -> {seed index: Outcome(score, collapsed)}) and get the
+verdicts (analysis/verdict.py) and where the next seeds go.
 
 Comparisons, within one (model, task), over arm means μ_a:
 
@@ -9,65 +11,67 @@ Comparisons, within one (model, task), over arm means μ_a:
     interaction of C   θ = μ_C − Σ_{t∈C} μ_t + (k−1)·μ_B  (observed − additive; every combination
                                                            whose k singles ran)
 
+μ_a is the rule's estimand: healthy (default), the mean over the seed indices where no run of the
+comparison collapsed (analysis/collapse.py), or mean, over all. Every comparison also gets a
+collapse verdict on Σ c_a·p_a, p_a the arm's collapse rate (collapse.compare).
+
 Method: anytime-valid confidence sequences, one of SEQUENCES, each holding at every wave at once:
 
     t         (default) the scale-invariant normal mixture (analysis/tmix.py): exact for Gaussian
-              noise of any variance, estimated per comparison (no pooled noise, so one noisy arm
-              widens only its own comparisons); measured valid under heavy tails, collapsed
-              seeds, one arm 9x noisier and pass rates near 0 and 1, not under a skewed null
-              (a trick that collapses a few seeds and lifts the rest: docs/results.md)
+              noise of any variance, estimated per comparison; measured valid under heavy tails,
+              one arm 9x noisier, pass rates near 0 and 1, and, on the healthy estimand, under
+              every collapse model of docs/results.md (the skewed null and harm by collapse)
     betting   the betting sequence for bounded outcomes (Waudby-Smith & Ramdas 2023,
               analysis/betting.py): valid for any distribution of a run's score in [0, 1], at
-              the price below
+              about 10x the seeds
 
 Each on one of two pairings, METHODS:
 
     paired    (default) D_i = Σ_a c_a·y_{a,i} over the seed indices i that every arm of the
-              comparison ran, in seed order. Arms given the same seed index share prompt order and
-              sampling streams (common random numbers), and seed indices are independent draws, so
-              D_1, D_2, ... are i.i.d. with mean θ and lie in [Σ_{c<0} c, Σ_{c>0} c]. One
-              sequence per comparison at α/K, K the comparisons of the sweep (Bonferroni).
-    unpaired  one sequence per arm mean (range [0, 1]) at α/A, A the arms of the sweep;
-              a comparison's interval is their interval sum [Σ c_a·(L_a or U_a), ...]. All arms'
-              sequences hold at once with probability ≥ 1 − α, so every comparison does.
+              comparison ran (healthy: and where none collapsed), in seed order. Arms given the
+              same seed index share prompt order and sampling streams (common random numbers),
+              seed indices are independent draws, and whether index i is kept reads index i
+              only, so the kept D_1, D_2, ... are i.i.d. with mean θ. One sequence per
+              comparison at rule.alpha_each(K), K the comparisons of the sweep (Bonferroni).
+    unpaired  one sequence per arm mean (range [0, 1]) at rule.alpha_each(A), A the arms; a
+              comparison's interval is their interval sum.
 
 New seeds always take an arm's next unused indices and a wave finishes before it is analysed, so
 each sequence only ever grows by appending; which arms grow is chosen from past data only. So,
-within each sequence's assumptions, with probability ≥ 1 − α every verdict below is right at
-every wave, whenever the sweep stops:
+within each sequence's assumptions, with probability ≥ 1 − α every label is right at every wave,
+whenever the sweep stops (analysis/verdict.py LABELS). A decided pass@1 label is kept; the
+collapse verdict is re-read every wave until it closes.
 
-    significant  the interval excludes 0
-    equivalent   the interval lies inside (−δ, δ)  (TOST by confidence sequence)
-    open         neither yet
-
-A comparison keeps the first verdict it reaches (contradicting it later needs a miss, which the
-guarantee already counts).
-
-The price of holding for every bounded distribution (betting): a seed's paired difference could
-be anywhere in its range, so even without noise an interval narrows by about log(2/α_K)/(C·t) of
-the range after t seeds; at α = 0.05 over 45 comparisons a ±0.02 equivalence on pass@1 needs ~420
-seeds per arm whatever the noise (betting.min_samples). The t sequence needs what the noise needs:
-at α_K = 0.05/45 about 1.5-1.75x the seeds of a fixed-n t-test (7, 12, 26, 56 for its 4, 8, 16,
-32), the price of looking at every wave. `needs` says either before seeds are spent.
+What closing costs: the t sequence needs what the noise needs (at α_K = 0.04/45 about 1.5-1.75x
+the seeds of a fixed-n t-test); betting's noise-free floor is ~420 seeds per arm for ±0.02 over
+45 comparisons (betting.min_samples). `needs` says it before seeds are spent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
-from grpo_lab.analysis import betting, tmix
+from grpo_lab.analysis import betting, collapse, tmix
+from grpo_lab.analysis.rule import DecisionRule
+from grpo_lab.analysis.verdict import Verdict
 
-VERDICTS = ("significant", "equivalent", "open")
 METHODS = ("paired", "unpaired")
 # the confidence sequence behind every interval: same interface (bounds, radius), different assumptions
 SEQUENCES = {"t": tmix, "betting": betting}
 # How hopeful planning is about an open comparison (standard errors toward its easier verdict):
-# on benchmarks/decide.py 1 decides as many comparisons as 2 (recall of real effects equal) with
-# 5-28% fewer runs; 0.5 starts giving up comparisons that would have closed.
+# 1 decides as many comparisons as 2 with 5-28% fewer runs; 0.5 starts giving up ones that close.
 PLAN_SE = 1.0
+
+Arm = tuple[str, str, str]  # (model, task, arm key)
+
+
+class Outcome(NamedTuple):
+    score: float  # the run's final pass@1 (at the eval design's K where it has one)
+    collapsed: bool = False  # analysis/collapse.py's run-level rule
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,9 @@ class Comparison:
         """Range of a paired difference Σ c_a y_a for scores y_a ∈ [0, 1]."""
         return (sum(c for _, c in self.coefs if c < 0), sum(c for _, c in self.coefs if c > 0))
 
+    def arms(self) -> list[Arm]:
+        return [(self.model, self.task, k) for k, _ in self.coefs]
+
 
 def comparisons(cells: dict[tuple[str, str], list[str]], baseline: str = "baseline") -> list[Comparison]:
     """Every effect vs baseline and every interaction vs additive of the cells' arm keys
@@ -105,23 +112,17 @@ def comparisons(cells: dict[tuple[str, str], list[str]], baseline: str = "baseli
     return out
 
 
-def by_seed(values) -> dict:
-    """{seed index: score}; a plain list is indexed by position."""
-    return dict(values) if isinstance(values, Mapping) else dict(enumerate(values))
-
-
-def paired_differences(coefs, arms: dict[str, dict]) -> np.ndarray:
-    """D_i = Σ_a c_a·y_{a,i} over the seed indices every arm ran, in seed order: shape (t,)."""
-    seeds = [set(arms.get(k, {})) for k, _ in coefs]
-    shared = sorted(set.intersection(*seeds)) if seeds else []
-    return np.array([sum(c * arms[k][s] for k, c in coefs) for s in shared], float)
+def by_seed(values) -> dict[int, Outcome]:
+    """{seed index: Outcome}; a plain list is indexed by position, a plain score is a healthy run."""
+    raw = dict(values) if isinstance(values, Mapping) else dict(enumerate(values))
+    return {s: v if isinstance(v, Outcome) else Outcome(float(v)) for s, v in raw.items()}
 
 
 def family_size(comps: list[Comparison], method: str) -> int:
     """K of the Bonferroni split: comparisons (paired) or distinct arms (unpaired)."""
     if method == "paired":
         return len(comps)
-    return len({(c.model, c.task, k) for c in comps for k, _ in c.coefs})
+    return len({arm for c in comps for arm in c.arms()})
 
 
 def classify(lower: float, upper: float, delta: float) -> str:
@@ -134,89 +135,107 @@ def classify(lower: float, upper: float, delta: float) -> str:
     return "open"
 
 
-def _interval(c: Comparison, arms: dict[str, dict], a: float, method: str, target: float, sequence: str) -> dict:
-    """est, lower, upper, t (seeds behind it), sd (of D, or the largest arm's) of one comparison."""
-    if method == "paired":
-        d = paired_differences(c.coefs, arms)
+def paired_differences(coefs, arms: dict[str, dict[int, Outcome]], healthy: bool) -> np.ndarray:
+    """D_i = Σ_a c_a·y_{a,i} over the seed indices every arm ran (healthy: where none collapsed),
+    in seed order: shape (t,)."""
+    seeds = [set(arms.get(k, {})) for k, _ in coefs]
+    shared = sorted(set.intersection(*seeds)) if seeds else []
+    if healthy:
+        shared = [s for s in shared if not any(arms[k][s].collapsed for k, _ in coefs)]
+    return np.array([sum(c * arms[k][s].score for k, c in coefs) for s in shared], float)
+
+
+def _interval(c: Comparison, arms: dict[str, dict[int, Outcome]], a: float, rule: DecisionRule) -> dict:
+    """est, lower, upper, seeds (behind it), sigma (of D, or the noisiest arm's) of one comparison."""
+    seq, healthy = SEQUENCES[rule.sequence], rule.estimand == "healthy"
+    empty = {"est": np.nan, "lower": -np.inf, "upper": np.inf, "seeds": 0, "sigma": np.nan}
+    if rule.method == "paired":
+        d = paired_differences(c.coefs, arms, healthy)
         if d.size == 0:
-            return {"est": np.nan, "lower": -np.inf, "upper": np.inf, "t": 0.0, "sigma": np.nan}
-        lo, hi = SEQUENCES[sequence].bounds(d, *c.span, a, target)
-        return {"est": float(d.mean()), "lower": lo, "upper": hi, "t": float(d.size),
+            return empty
+        lo, hi = seq.bounds(d, *c.span, a, rule.most_seeds)
+        return {"est": float(d.mean()), "lower": lo, "upper": hi, "seeds": int(d.size),
                 "sigma": float(d.std(ddof=1)) if d.size > 1 else np.nan}
-    ys = {k: np.array([v for _, v in sorted(arms.get(k, {}).items())], float) for k, _ in c.coefs}
+    ys = {k: np.array([o.score for _, o in sorted(arms.get(k, {}).items()) if not (healthy and o.collapsed)], float)
+          for k, _ in c.coefs}
     if min(y.size for y in ys.values()) == 0:
-        return {"est": np.nan, "lower": -np.inf, "upper": np.inf, "t": 0.0, "sigma": np.nan}
+        return empty
     lower = upper = 0.0
     for k, w in c.coefs:
-        lo, hi = SEQUENCES[sequence].bounds(ys[k], 0.0, 1.0, a, target)
+        lo, hi = seq.bounds(ys[k], 0.0, 1.0, a, rule.most_seeds)
         lower, upper = lower + w * (lo if w > 0 else hi), upper + w * (hi if w > 0 else lo)
     sds = [float(y.std(ddof=1)) for y in ys.values() if y.size > 1]
     return {"est": float(sum(w * ys[k].mean() for k, w in c.coefs)), "lower": lower, "upper": upper,
-            "t": float(min(y.size for y in ys.values())), "sigma": max(sds) if sds else np.nan}
+            "seeds": int(min(y.size for y in ys.values())), "sigma": max(sds) if sds else np.nan}
 
 
-def decide(comps: list[Comparison], scores: dict[tuple[str, str], dict[str, object]], *,
-           alpha: float, delta: float, previous: dict[str, dict] | None = None,
-           family: int | None = None, method: str = "paired", target: float = 32,
-           sequence: str = "t") -> tuple[list[dict], dict]:
-    """One wave's verdicts. scores: (model, task) -> arm key -> {seed index: score} (or a list,
-    indexed by position). previous: rows by comparison name from earlier waves (a decided one is
-    kept as it was). family: K of the Bonferroni split (default family_size). target: the seeds
-    per arm each sequence is tuned for (the seed cap). Returns (rows, metrics): a row per
-    comparison (name, kind, model, task, target, est, lower, upper, radius, t, sigma, verdict)."""
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if sequence not in SEQUENCES:
-        raise ValueError(f"sequence must be one of {tuple(SEQUENCES)}, got {sequence!r}")
+def decide(rule: DecisionRule, comps: list[Comparison], outcomes: dict[tuple[str, str], dict[str, object]],
+           previous: dict[str, Verdict] | None = None, family: int | None = None) -> list[Verdict]:
+    """One wave's verdicts. outcomes: (model, task) -> arm key -> {seed index: Outcome} (or
+    plain scores, or a list indexed by position). previous: verdicts by name from earlier waves
+    (a decided pass@1 label is kept as it was). family: K of the Bonferroni split (default
+    family_size)."""
     previous = previous or {}
-    a = alpha / (family or family_size(comps, method))
-    cells = {cell: {k: by_seed(v) for k, v in arms.items()} for cell, arms in scores.items()}
-    rows = []
+    a = rule.alpha_each(family or family_size(comps, rule.method))
+    a_c = rule.collapse_alpha_each(len(comps))
+    cells = {cell: {k: by_seed(v) for k, v in arms.items()} for cell, arms in outcomes.items()}
+    out = []
     for c in comps:
+        arms = cells.get((c.model, c.task), {})
         old = previous.get(c.name)
-        if old and old["verdict"] != "open":
-            rows.append(old)
+        flags = {k: {s: o.collapsed for s, o in arms.get(k, {}).items()} for k, _ in c.coefs}
+        col = collapse.compare(c.coefs, flags, c.span, a_c, rule.most_seeds)
+        if old is not None and old.collapse.label != "open":  # a decided collapse label is kept too
+            col = replace(old.collapse, counts=col.counts)
+        runs = min(len(arms.get(k, {})) for k, _ in c.coefs)
+        if old is not None and old.decided:
+            out.append(old.with_(collapse=col, runs=runs))
             continue
-        iv = _interval(c, cells.get((c.model, c.task), {}), a, method, target, sequence)
-        rad = max(iv["est"] - iv["lower"], iv["upper"] - iv["est"]) if np.isfinite(iv["est"]) else np.inf
-        rows.append({"name": c.name, "kind": c.kind, "model": c.model, "task": c.task, "target": c.target,
-                     **iv, "radius": float(rad), "verdict": classify(iv["lower"], iv["upper"], delta)})
-    metrics = {v: sum(row["verdict"] == v for row in rows) for v in VERDICTS}
-    return rows, {**metrics, "alpha_each": a}
+        iv = _interval(c, arms, a, rule)
+        out.append(Verdict(name=c.name, kind=c.kind, model=c.model, task=c.task, target=c.target,
+                           estimand=rule.estimand, label=classify(iv["lower"], iv["upper"], rule.delta),
+                           est=iv["est"], lower=iv["lower"], upper=iv["upper"], sigma=iv["sigma"],
+                           seeds=iv["seeds"], runs=runs, collapse=col))
+    return out
 
 
-def half_width(c: Comparison, row: dict, n: int, a: float, method: str, target: float,
-               centre: float, sequence: str = "t") -> float:
-    """The half-width c's sequence reaches with n seeds in every arm, for a typical path at
-    `centre` with the noise seen so far (0 before there is any: the noise-free floor)."""
-    sd = row.get("sigma")
-    sd = float(sd) if sd is not None and np.isfinite(sd) else 0.0
-    if method == "paired":
-        return SEQUENCES[sequence].radius(n, sd, centre, *c.span, a, target)
+def counts(verdicts: list[Verdict]) -> dict[str, int]:
+    """Verdicts per label."""
+    return {label: sum(v.label == label for v in verdicts) for label in ("significant", "equivalent", "open")}
+
+
+def half_width(c: Comparison, sigma: float, n: float, a: float, rule: DecisionRule, centre: float) -> float:
+    """The half-width c's sequence reaches with n seeds behind it, for a typical path at `centre`
+    with the noise `sigma` seen so far (NaN or unknown: 0, the noise-free floor)."""
+    sd = float(sigma) if sigma is not None and np.isfinite(sigma) else 0.0
+    seq = SEQUENCES[rule.sequence]
+    if rule.method == "paired":
+        return seq.radius(int(n), sd, centre, *c.span, a, rule.most_seeds)
     # per arm, each taken at the middle of [0, 1], where the floor is lowest: optimistic, so no
     # comparison that could close is given up
-    return sum(abs(w) * SEQUENCES[sequence].radius(n, sd, 0.5, 0.0, 1.0, a, target) for _, w in c.coefs)
+    return sum(abs(w) * seq.radius(int(n), sd, 0.5, 0.0, 1.0, a, rule.most_seeds) for _, w in c.coefs)
 
 
-def planning_gap(c: Comparison, row: dict, delta: float, method: str) -> tuple[float, float]:
+def planning_gap(c: Comparison, v: Verdict, rule: DecisionRule) -> tuple[float, float]:
     """(gap, θ): the half-width that would close c, and the truth it assumes: the estimate moved
     PLAN_SE standard errors toward the easier verdict, max(|θ̂| + k·se, δ − max(|θ̂| − k·se, 0)),
     so a real effect read low on a noisy early estimate is not given up. Without a noise
     estimate yet, the whole span (anything may still close)."""
-    est, sd, t = row.get("est"), row.get("sigma"), row.get("t") or 0.0
-    if est is None or sd is None or not (np.isfinite(est) and np.isfinite(sd)) or t < 2:
+    if not (np.isfinite(v.est) and np.isfinite(v.sigma)) or v.seeds < 2:
         return c.span[1] - c.span[0], 0.0
-    se = sd * np.sqrt(sum(w**2 for _, w in c.coefs) / t if method == "unpaired" else 1 / t)
-    big, small = abs(est) + PLAN_SE * se, max(abs(est) - PLAN_SE * se, 0.0)
-    return (big, float(np.sign(est) * big)) if big >= delta - small else (delta - small, float(np.sign(est) * small))
+    se = v.sigma * np.sqrt(sum(w**2 for _, w in c.coefs) / v.seeds if rule.method == "unpaired" else 1 / v.seeds)
+    big, small = abs(v.est) + PLAN_SE * se, max(abs(v.est) - PLAN_SE * se, 0.0)
+    if big >= rule.delta - small:
+        return big, float(np.sign(v.est) * big)
+    return rule.delta - small, float(np.sign(v.est) * small)
 
 
-def samples_to_close(half_width, gap: float, most: int = 100_000) -> float:
-    """Smallest t with half_width(t) ≤ gap, for a half_width that falls in t (doubling, then
-    bisection); inf when even `most` is not enough."""
+def samples_to_close(width, gap: float, most: int = 100_000) -> float:
+    """Smallest t with width(t) ≤ gap, for a width that falls in t (doubling, then bisection);
+    inf when even `most` is not enough."""
     if not gap > 0:
         return np.inf
-    ok = lambda t: half_width(t) <= gap  # noqa: E731
+    ok = lambda t: width(t) <= gap  # noqa: E731
     hi_t = 2
     while not ok(hi_t):
         if hi_t >= most:
@@ -229,100 +248,112 @@ def samples_to_close(half_width, gap: float, most: int = 100_000) -> float:
     return float(hi_t)
 
 
-def seeds_needed(c: Comparison, row: dict, delta: float, a: float, method: str, target: float,
-                 most: int = 100_000, sequence: str = "t") -> float:
-    """Seeds per arm at which c's sequence reaches planning_gap (inf beyond `most`)."""
-    gap, theta = planning_gap(c, row, delta, method)
-    return samples_to_close(lambda n: half_width(c, row, n, a, method, target, theta, sequence), gap, most)
+def healthy_share(v: Verdict) -> float:
+    """Seeds behind the interval per run of the least-sampled arm: what a new seed adds (1 when
+    nothing collapsed; floored so a cell that collapses everywhere is not planned without end)."""
+    return min(max(v.seeds, 1) / max(v.runs, 1), 1.0) if v.runs else 1.0
 
 
-def decidable_delta(c: Comparison, row: dict, n: int, a: float, method: str, target: float,
-                    sequence: str = "t") -> float:
-    """The smallest margin δ at which c could be shown equivalent with n seeds per arm, if its
-    estimate is the truth: |θ̂| + half-width(n)."""
-    est = row["est"] if row.get("est") is not None and np.isfinite(row["est"]) else 0.0
-    return abs(est) + half_width(c, row, n, a, method, target, est, sequence)
+@dataclass(frozen=True)
+class Need:
+    """What closing one open comparison takes under the rule."""
+
+    name: str
+    seeds: int  # runs of its least-sampled arm now
+    seeds_needed: float  # seeds per arm at which it closes (inf: never)
+    hours_needed: float  # device-hours to bring every arm there
+    blocked: str  # "seed cap", "budget" or "" (closable)
+    delta_at_cap: float  # the smallest margin it could be shown equivalent at within the cap
 
 
-def _arm(c: Comparison, k: str) -> tuple[str, str, str]:
-    return (c.model, c.task, k)
-
-
-def needs(comps: list[Comparison], rows: list[dict], n: dict[tuple[str, str, str], int],
-          cost: dict[tuple[str, str, str], float], *, alpha: float, delta: float, family: int | None = None,
-          most: int = 32, method: str = "paired", budget_left: float | None = None,
-          sequence: str = "t") -> list[dict]:
-    """Per open comparison, what closing it takes under the sequence in use: seeds per arm
-    (seeds_needed), the device-hours to get every arm there, `blocked` ("seed cap", "budget" or
-    ""), and the δ decidable at the cap (decidable_delta)."""
-    a = alpha / (family or family_size(comps, method))
-    by_name = {row["name"]: row for row in rows}
+def needs(rule: DecisionRule, comps: list[Comparison], verdicts: list[Verdict], n: dict[Arm, int],
+          cost: dict[Arm, float], budget_left: float | None = None, family: int | None = None) -> list[Need]:
+    """Per open comparison, seeds per arm to close it (the seeds its interval needs, over the share
+    of runs that do not collapse), their hours, what blocks it, and the δ decidable at the cap."""
+    a = rule.alpha_each(family or family_size(comps, rule.method))
+    by_name = {v.name: v for v in verdicts}
     out = []
     for c in comps:
-        row = by_name[c.name]
-        if row["verdict"] != "open":
+        v = by_name[c.name]
+        if v.decided:
             continue
-        now = min(n.get(_arm(c, k), 0) for k, _ in c.coefs)
-        need = max(seeds_needed(c, row, delta, a, method, most, sequence=sequence), now + 1.0)  # still open: at least one more
-        hours = (sum(max(need - n.get(_arm(c, k), 0), 0) * cost.get(_arm(c, k), 1.0) for k, _ in c.coefs)
+        gap, theta = planning_gap(c, v, rule)
+        pairs = samples_to_close(lambda t: half_width(c, v.sigma, t, a, rule, theta), gap)
+        share, now = healthy_share(v), min(n.get(arm, 0) for arm in c.arms())
+        need = max(now + np.ceil(max(pairs - v.seeds, 0.0) / share), now + 1.0) if np.isfinite(pairs) else np.inf
+        hours = (sum(max(need - n.get(arm, 0), 0) * cost.get(arm, 1.0) for arm in c.arms())
                  if np.isfinite(need) else np.inf)
-        blocked = "seed cap" if need > most else "budget" if budget_left is not None and hours > budget_left else ""
-        out.append({"name": c.name, "seeds": now, "seeds_needed": need, "hours_needed": hours, "blocked": blocked,
-                    "delta_at_cap": decidable_delta(c, row, most, a, method, most, sequence)})
+        blocked = "seed cap" if need > rule.most_seeds else \
+            "budget" if budget_left is not None and hours > budget_left else ""
+        est = v.est if np.isfinite(v.est) else 0.0
+        at_cap = abs(est) + half_width(c, v.sigma, max(rule.most_seeds * share, 2), a, rule, est)
+        out.append(Need(c.name, now, float(need), float(hours), blocked, float(at_cap)))
     return out
 
 
-def allocate(comps: list[Comparison], rows: list[dict], n: dict[tuple[str, str, str], int],
-             cost: dict[tuple[str, str, str], float], slots: int, *, alpha: float, delta: float,
-             family: int | None = None, most: int = 32, method: str = "paired",
-             budget_left: float | None = None, sequence: str = "t") -> tuple[dict[tuple[str, str, str], int], dict]:
-    """The next wave: `slots` runs, one at a time to the arm (model, task, key) whose next seed
-    does the most for the comparisons that can still close (`needs` with blocked == ""):
+def allocate(comps: list[Comparison], plan: list[Need], n: dict[Arm, int], cost: dict[Arm, float],
+             slots: int, most: int) -> dict[Arm, int]:
+    """The next wave: `slots` runs, one at a time to the arm whose next seed does the most for the
+    comparisons that can still close (plan's needs with blocked == ""):
 
         score(a) = Σ_{closable c ∋ a, n_a = m_c} 1 / ((N_c − m_c) · h_c)
 
-    m_c = min_{b∈c} n_b the seeds c rests on now (paired: complete seed indices), N_c its seeds
-    needed, h_c the device-hours of one more seed in each arm of c at m_c (the bottlenecks: a
-    seed elsewhere adds no pair). An arm gets nothing once its comparisons are decided or blocked,
-    nor beyond `most` seeds. Returns ({arm: added seeds}, metrics)."""
-    plan = {p["name"]: p for p in needs(comps, rows, n, cost, alpha=alpha, delta=delta, family=family,
-                                        most=most, method=method, budget_left=budget_left, sequence=sequence)}
-    live = [c for c in comps if c.name in plan and not plan[c.name]["blocked"]]
+    m_c = min_{b∈c} n_b the seeds c rests on now, N_c its seeds needed, h_c the device-hours of one
+    more seed in each arm of c at m_c (the bottlenecks: a seed elsewhere adds no pair). An arm gets
+    nothing once its comparisons are decided or blocked, nor beyond `most` seeds."""
+    by_name = {p.name: p for p in plan}
+    live = [c for c in comps if c.name in by_name and not by_name[c.name].blocked]
     planned, added = dict(n), {}
-    for _ in range(slots):
-        score: dict[tuple[str, str, str], float] = {}
+    for _ in range(max(slots, 0)):
+        score: dict[Arm, float] = {}
         for c in live:
-            have = {k: planned.get(_arm(c, k), 0) for k, _ in c.coefs}
-            m = min(have.values())
-            if m >= plan[c.name]["seeds_needed"]:
+            have = {arm: planned.get(arm, 0) for arm in c.arms()}
+            m, need = min(have.values()), by_name[c.name].seeds_needed
+            if m >= need:
                 continue
-            low = [k for k, v in have.items() if v == m]
-            h = sum(max(cost.get(_arm(c, k), 1.0), 1e-12) for k in low)
-            for k in low:
-                if have[k] < most:
-                    arm = _arm(c, k)
-                    score[arm] = score.get(arm, 0.0) + 1.0 / ((plan[c.name]["seeds_needed"] - m) * h)
+            low = [arm for arm, v in have.items() if v == m]
+            h = sum(max(cost.get(arm, 1.0), 1e-12) for arm in low)
+            for arm in low:
+                if have[arm] < most:
+                    score[arm] = score.get(arm, 0.0) + 1.0 / ((need - m) * h)
         if not score:
             break
         best = max(sorted(score), key=score.get)
         planned[best] = planned.get(best, 0) + 1
         added[best] = added.get(best, 0) + 1
-    return added, {"open": len(plan), "closable": len(live), "runs": sum(added.values()),
-                   "hours": sum(cost.get(arm, 1.0) * k for arm, k in added.items())}
+    return added
 
 
-def prior_needs(comps: list[Comparison], *, alpha: float, delta: float, most: int = 32,
-                method: str = "paired", sequence: str = "t", sd: float = 0.0) -> list[dict]:
-    """Before any run, `needs` rows for a null comparison: the seeds per arm each sequence needs
-    to show it equivalent within ±δ when one run's score has standard deviation `sd` (paired
-    contrasts taken as if unpaired, sd·√Σc², which pairing can only shrink; sd = 0 gives the
-    noise-free floor, which noise only raises), and the δ it could show at the cap."""
-    a = alpha / family_size(comps, method)
+def prior_needs(rule: DecisionRule, comps: list[Comparison], sd: float = 0.0) -> list[Need]:
+    """Before any run, the needs of a null comparison with no collapse: the seeds per arm to show
+    it equivalent within ±δ when one run's score has standard deviation `sd` (paired contrasts
+    taken as if unpaired, sd·√Σc², which pairing can only shrink; sd = 0 gives the noise-free
+    floor, which noise only raises), and the δ it could show at the cap."""
+    a = rule.alpha_each(family_size(comps, rule.method))
     out = []
     for c in comps:
-        quiet = {"sigma": sd * np.sqrt(sum(w**2 for _, w in c.coefs)) if method == "paired" else sd}
-        need = samples_to_close(lambda n: half_width(c, quiet, n, a, method, most, 0.0, sequence), delta)
-        out.append({"name": c.name, "seeds": 0, "seeds_needed": need, "hours_needed": np.inf,
-                    "blocked": "seed cap" if need > most else "",
-                    "delta_at_cap": half_width(c, quiet, most, a, method, most, 0.0, sequence)})
+        quiet = sd * np.sqrt(sum(w**2 for _, w in c.coefs)) if rule.method == "paired" else sd
+        need = samples_to_close(lambda t: half_width(c, quiet, t, a, rule, 0.0), rule.delta)
+        out.append(Need(c.name, 0, need, np.inf, "seed cap" if need > rule.most_seeds else "",
+                        half_width(c, quiet, rule.most_seeds, a, rule, 0.0)))
     return out
+
+
+@dataclass(frozen=True)
+class Step:
+    verdicts: list[Verdict]  # every comparison, open ones with the reason they are open
+    needs: list[Need]  # the open ones' needs
+    added: dict[Arm, int]  # seeds to add per arm (empty: the loop stops)
+
+
+def step(rule: DecisionRule, comps: list[Comparison], outcomes: dict, previous: dict[str, Verdict] | None,
+         n: dict[Arm, int], cost: dict[Arm, float], slots: int, budget_left: float | None = None) -> Step:
+    """The `--decide` loop's step: verdicts on the finished runs' outcomes, what closing each open
+    one needs, and the next wave's seeds (at most `slots` runs; n: seeds registered per arm,
+    pending included; cost: device-hours of a new seed per arm). An open verdict's reason is what
+    blocks it, "budget" when no slot is left, else "" (seeds were added for it)."""
+    verdicts = decide(rule, comps, outcomes, previous)
+    plan = needs(rule, comps, verdicts, n, cost, budget_left)
+    added = allocate(comps, plan, n, cost, slots, rule.most_seeds)
+    why = {p.name: p.blocked or ("" if added else "budget") for p in plan}
+    return Step([v.with_(reason=why[v.name]) if v.name in why else v for v in verdicts], plan, added)

@@ -40,11 +40,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_lab.analysis import decide as dec
+from grpo_lab.analysis.rule import DecisionRule
+from grpo_lab.analysis.verdict import Verdict
 
 MULTIPLIERS = (1, 2, 4, 8, 16)
 CAP_SHARE = 0.9
 
-Arm = tuple[str, str, str]  # (model, task, arm key)
+Arm = dec.Arm
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,8 @@ def comparison_sampling(c: dec.Comparison, beta: dict[Arm, float], sigma: float,
 
 
 def cell_hours(comps: list[dec.Comparison], sigma2: dict[str, float], n: dict[Arm, int], costs: dict[Arm, ArmCost],
-               beta: dict[Arm, float], run_var: dict[Arm, float] | None, m: int, *, a: float, delta: float,
-               most: int, method: str, sequence: str) -> tuple[float, int]:
+               beta: dict[Arm, float], run_var: dict[Arm, float] | None, m: int, a: float,
+               rule: DecisionRule) -> tuple[float, int]:
     """(H(m), C(m)) of one cell's open comparisons (module docstring); sigma2: comparison name ->
     the σ² planned with."""
     need: dict[Arm, float] = {}
@@ -110,10 +112,10 @@ def cell_hours(comps: list[dec.Comparison], sigma2: dict[str, float], n: dict[Ar
         s2 = sigma2.get(c.name)
         if s2 is None or not np.isfinite(s2):
             continue
-        b = comparison_sampling(c, beta, float(np.sqrt(s2)), method, run_var)
-        plan = {"sigma": float(np.sqrt(max(s2 - b * (1 - 1 / m), 0.0)))}
-        seeds = dec.samples_to_close(lambda k: dec.half_width(c, plan, k, a, method, most, 0.0, sequence), delta)
-        if seeds > most:
+        b = comparison_sampling(c, beta, float(np.sqrt(s2)), rule.method, run_var)
+        sigma = float(np.sqrt(max(s2 - b * (1 - 1 / m), 0.0)))
+        seeds = dec.samples_to_close(lambda k: dec.half_width(c, sigma, k, a, rule, 0.0), rule.delta)
+        if seeds > rule.most_seeds:
             continue
         closable += 1
         for k, _ in c.coefs:
@@ -127,17 +129,16 @@ def cell_hours(comps: list[dec.Comparison], sigma2: dict[str, float], n: dict[Ar
     return hours, closable
 
 
-def pooled(comps: list[dec.Comparison], rows: dict[str, dict], method: str,
+def pooled(comps: list[dec.Comparison], verdicts: dict[str, Verdict], method: str,
            run_var: dict[Arm, float] | None) -> dict[str, float]:
     """The σ² each of one cell's comparisons is planned with: wave 0 leaves a handful of seeds per
     arm, too few for one comparison's variance, so planning pools (the sequences never do): paired,
     the mean σ̂² of the cell's comparisons of the same kind; unpaired, the mean run variance of the
     cell's arms (else their comparisons' mean)."""
-    usable = [c for c in comps if rows[c.name].get("sigma") is not None and np.isfinite(rows[c.name]["sigma"])
-              and (rows[c.name].get("t") or 0.0) >= 2]
+    usable = [c for c in comps if np.isfinite(verdicts[c.name].sigma) and verdicts[c.name].seeds >= 2]
     by_kind: dict[str, list[float]] = {}
     for c in usable:
-        by_kind.setdefault(c.kind, []).append(float(rows[c.name]["sigma"]) ** 2)
+        by_kind.setdefault(c.kind, []).append(verdicts[c.name].sigma ** 2)
     arm_vars = [v for v in (run_var or {}).values() if np.isfinite(v)]
     out = {}
     for c in usable:
@@ -148,19 +149,18 @@ def pooled(comps: list[dec.Comparison], rows: dict[str, dict], method: str,
     return out
 
 
-def choose(comps: list[dec.Comparison], rows: list[dict], n: dict[Arm, int], costs: dict[Arm, ArmCost],
-           beta: dict[Arm, float], *, alpha: float, delta: float, most: int, method: str = "paired",
-           sequence: str = "t", family: int | None = None, multipliers=MULTIPLIERS,
+def choose(rule: DecisionRule, comps: list[dec.Comparison], verdicts: list[Verdict], n: dict[Arm, int],
+           costs: dict[Arm, ArmCost], beta: dict[Arm, float], *, family: int | None = None, multipliers=MULTIPLIERS,
            run_var: dict[Arm, float] | None = None, budget_left: float | None = None) -> dict[tuple[str, str], dict]:
     """Per (model, task): {"multiplier": m*, "by_multiplier": {m: (H(m), C(m))}} from wave 0's
-    rows (decide.decide's, for sigma and t; their verdicts are not read: every comparison of the
+    verdicts (decide.decide's, for sigma and seeds; their labels are not read: every comparison of the
     cell is planned, so no effect can steer m), seeds per arm n, costs (an arm without any: the
     cell's mean), sampling variances β and the arms' run variances V_a (var of their scores; None:
     pairing taken to cancel no sampling noise). β and V are pooled over the cell's arms, σ² as
     `pooled` says. An m whose re-evals of the seeds there now cost more than `budget_left` (all
     cells' together) is not taken."""
-    a = alpha / (family or dec.family_size(comps, method))
-    by_name = {row["name"]: row for row in rows}
+    a = rule.alpha_each(family or dec.family_size(comps, rule.method))
+    by_name = {v.name: v for v in verdicts}
     out = {}
     for cell in sorted({(c.model, c.task) for c in comps}):
         mine = [c for c in comps if (c.model, c.task) == cell]
@@ -174,12 +174,25 @@ def choose(comps: list[dec.Comparison], rows: list[dict], n: dict[Arm, int], cos
             continue
         fill = ArmCost(*np.mean([[c.train, c.eval, c.setup] for c in known], axis=0).tolist())
         cell_costs = {x: costs.get(x, fill) for x in arms}
-        sigma2 = pooled(mine, by_name, method, v_bar)
-        table = {m: cell_hours(mine, sigma2, n, cell_costs, b_bar, v_bar, m, a=a, delta=delta, most=most,
-                               method=method, sequence=sequence) for m in multipliers}
+        sigma2 = pooled(mine, by_name, rule.method, v_bar)
+        table = {m: cell_hours(mine, sigma2, n, cell_costs, b_bar, v_bar, m, a, rule) for m in multipliers}
         affordable = {m for m in multipliers if budget_left is None
                       or sum(n.get(x, 0) * cell_costs[x].reeval(m) for x in arms) <= budget_left}
         per = {m: (h / c if c and m in affordable else np.inf) for m, (h, c) in table.items()}
         best = min(multipliers, key=lambda m: (per[m], m)) if any(np.isfinite(v) for v in per.values()) else 1
         out[cell] = {"multiplier": int(best), "by_multiplier": table}
     return out
+
+
+def choose_after_wave0(rule: DecisionRule, comps: list[dec.Comparison], outcomes: dict, costs: dict[Arm, ArmCost],
+                       beta: dict[Arm, float], budget_left: float | None = None) -> dict[tuple[str, str], dict]:
+    """`choose` on wave 0's outcomes ((model, task) -> arm key -> {seed: Outcome}), as the loop
+    asks it: their verdicts for the noise, seeds per arm, and the arms' run variances over the runs
+    the estimand keeps (healthy: those that did not collapse)."""
+    verdicts = dec.decide(rule, comps, outcomes)
+    cells = {cell: {k: dec.by_seed(v) for k, v in arms.items()} for cell, arms in outcomes.items()}
+    n = {(m, t, k): len(v) for (m, t), arms in cells.items() for k, v in arms.items()}
+    kept = {(m, t, k): [o.score for o in v.values() if not (rule.estimand == "healthy" and o.collapsed)]
+            for (m, t), arms in cells.items() for k, v in arms.items()}
+    run_var = {arm: float(np.var(ys, ddof=1)) for arm, ys in kept.items() if len(ys) > 1}
+    return choose(rule, comps, verdicts, n, costs, beta, run_var=run_var, budget_left=budget_left)

@@ -65,8 +65,7 @@ def plan(
         except ConfigError as exc:
             fail(exc)
         comps = dec.comparisons(plan_arms(p))
-        say_needs(dec.prior_needs(comps, alpha=dopts.alpha, delta=decide_delta, most=dopts.most_seeds,
-                                  method=dopts.method, sequence=dopts.sequence, sd=decide_sd), dopts, lambda line: console.print(escape(line)))
+        say_needs(dec.prior_needs(dopts.rule, comps, sd=decide_sd), dopts, lambda line: console.print(escape(line)))
 
 
 @app.command()

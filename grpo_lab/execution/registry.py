@@ -190,6 +190,7 @@ class DecideVerdict(Base):
     sigma: Mapped[float | None]
     wave: Mapped[int | None]  # the wave that decided it
     hours: Mapped[float | None]  # the sweep's device-hours when it was decided
+    record_json: Mapped[str | None] = mapped_column(Text)  # the whole analysis.verdict.Verdict
 
 
 def default_url(workspace: Path = WORKSPACE) -> str:
@@ -230,7 +231,8 @@ def connect(url: str) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
-ADDED_COLUMNS = {"attempts": ("job_id VARCHAR(64)",), "decide_waves": ("options_json TEXT",)}  # columns newer than a registry's tables
+ADDED_COLUMNS = {"attempts": ("job_id VARCHAR(64)",), "decide_waves": ("options_json TEXT",),
+                 "decide_verdicts": ("record_json TEXT",)}  # columns newer than a registry's tables
 
 
 def add_columns(conn) -> None:

@@ -22,8 +22,10 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from grpo_lab.analysis import collapse, eval_design
 from grpo_lab.analysis import decide as dec
-from grpo_lab.analysis import eval_design
+from grpo_lab.analysis.rule import ESTIMANDS, METHODS, SEQUENCES, DecisionRule
+from grpo_lab.analysis.verdict import Verdict
 from grpo_lab.execution import final_evals
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.final_evals import Design
@@ -45,7 +47,7 @@ class DecideOptions:
     # the waves added after it
     budget: float | None = None
     delta: float = 0.02  # equivalence margin on pass@1
-    alpha: float = 0.05  # family-wise, over all comparisons and waves
+    alpha: float = 0.05  # family-wise, over every label and wave
     wave: int | None = None  # runs per added wave (default: the runner's slots)
     most_seeds: int = 32  # seed cap per arm; each sequence is tuned to be tightest there
     # "paired": one sequence per comparison on seed-index paired differences; "unpaired": one per
@@ -54,6 +56,10 @@ class DecideOptions:
     # "t": Gaussian noise of any variance per comparison (analysis/tmix.py); "betting": any noise
     # within the score's range, at ~10x the seeds (analysis/betting.py)
     sequence: str = "t"
+    # what a label is about (analysis/rule.py): "healthy", pass@1 on the seeds where no run of the
+    # comparison collapsed, joined to a collapse-rate verdict; "mean", over all seeds, assuming no
+    # collapse mode the seeds have not shown
+    estimand: str = "healthy"
     # completions per problem of the final eval the comparisons are decided on: "auto" chooses, per
     # (model, task), after wave 0 from its runs' noise and costs (analysis/eval_design.py); an int
     # K re-evaluates every run's final checkpoint with K; None keeps each run's own final eval
@@ -70,7 +76,7 @@ class DecideOptions:
             if key not in names:
                 raise ConfigError(f"decide: unknown option {key!r}{suggest(key, names)}; options: {', '.join(names)}")
         out = cls(**options)
-        allowed = {"method": dec.METHODS, "sequence": tuple(dec.SEQUENCES)}
+        allowed = {"method": METHODS, "sequence": SEQUENCES, "estimand": ESTIMANDS}
         for key, choices in allowed.items():
             if getattr(out, key) not in choices:
                 raise ConfigError(f"decide.{key}: {getattr(out, key)!r} is not one of {', '.join(choices)}")
@@ -89,14 +95,19 @@ class DecideOptions:
                               "an integer >= 1 or unset")
         return out
 
+    @property
+    def rule(self) -> DecisionRule:
+        """The statistics of these options, frozen (what a restart may not change)."""
+        return DecisionRule(**{k: getattr(self, k) for k in STATISTICS})
+
     def check_continues(self, recorded: dict | None, sweep: str) -> None:
         """A restarted --decide must keep the statistics its earlier waves were decided under:
         switching the sequence, pairing, α, δ or seed cap after seeing data voids the guarantee
         (budget and wave size may change). `recorded`: the last wave's options (None: unknown)."""
         if not recorded:
             return
-        # waves recorded before the sequence was an option used betting
-        was = {**asdict(DecideOptions(sequence="betting")), **recorded}
+        # waves recorded before the sequence was an option used betting, before the estimand, mean
+        was = {**asdict(DecideOptions(sequence="betting", estimand="mean")), **recorded}
         changed = [k for k in STATISTICS if was.get(k) != getattr(self, k)]
         if changed:
             diff = ", ".join(f"{k} {was.get(k)!r} -> {getattr(self, k)!r}" for k in changed)
@@ -125,12 +136,13 @@ class DecideOptions:
         return choose() if self.eval_samples is not None else {}
 
 
-STATISTICS = ("alpha", "delta", "most_seeds", "method", "sequence")  # what a restart may not change
+STATISTICS = tuple(f.name for f in fields(DecisionRule))  # what a restart may not change
 
 
 def observe(sweep: reg.Sweep, design: Design | None = None) -> tuple[dict, dict, dict]:
-    """(scores, seeds, cost): (model, task) -> key -> {seed index: final pass@1} of finished runs
-    (at the design's K where it has one: final_evals.score); (model, task, key) -> cells
+    """(outcomes, seeds, cost): (model, task) -> key -> {seed index: Outcome(final pass@1, collapsed)}
+    of finished runs (the score at the design's K where it has one: final_evals.score; collapsed by
+    the run's own trajectory, collapse.from_summary); (model, task, key) -> cells
     registered (pending included); -> mean device-hours of a run (what a new seed costs: its
     eval at K is in its own attempt's hours; wave 0's eval-only re-evals were a one-off)."""
     scores: dict = {}
@@ -142,7 +154,8 @@ def observe(sweep: reg.Sweep, design: Design | None = None) -> tuple[dict, dict,
         summary = RunDir(cell.run.out_dir).summary() if cell.run.status in reg.DONE else None
         seen = final_evals.score(cell, summary, design or {}) if summary is not None else None
         if seen is not None:
-            scores.setdefault(arm[:2], {}).setdefault(arm[2], {})[cell.seed] = seen
+            outcome = dec.Outcome(seen, collapse.from_summary(summary))
+            scores.setdefault(arm[:2], {}).setdefault(arm[2], {})[cell.seed] = outcome
             hours.setdefault(arm, []).append(cell.run.gpu_hours)
     every = [h for hs in hours.values() for h in hs]
     fallback = sum(every) / len(every) if every else 1.0
@@ -166,27 +179,31 @@ def new_cells(plan: Plan, sweep: reg.Sweep, added: dict) -> list[Cell]:
     return out
 
 
-def record(session: Session, sweep: reg.Sweep, wave: int, rows: list[dict], hours: float, runs: int) -> reg.DecideWave:
-    """Store a wave's verdicts: open rows are updated, a newly decided one keeps its wave and hours."""
+def record(session: Session, sweep: reg.Sweep, wave: int, verdicts: list[Verdict], hours: float,
+           runs: int) -> reg.DecideWave:
+    """Store a wave's verdicts: each comparison's latest (a newly decided one with its wave and hours;
+    a decided one as it was decided, its collapse counts updated)."""
     stored = {v.name: v for v in session.scalars(select(reg.DecideVerdict).where(reg.DecideVerdict.sweep_id == sweep.id))}
-    for row in rows:
-        v = stored.get(row["name"])
+    for verdict in verdicts:
+        v = stored.get(verdict.name)
         if v is None:
-            v = reg.DecideVerdict(sweep_id=sweep.id, name=row["name"], kind=row["kind"], model=row["model"],
-                              task=row["task"], target=row["target"], verdict="open", t=0.0)
+            v = reg.DecideVerdict(sweep_id=sweep.id, name=verdict.name, kind=verdict.kind, model=verdict.model,
+                                  task=verdict.task, target=verdict.target, verdict="open", t=0.0)
             session.add(v)
-        if v.verdict != "open":
-            continue
-        v.est, v.radius, v.t, v.sigma = _finite(row["est"]), _finite(row["radius"]), row["t"], _finite(row["sigma"])
-        if row["verdict"] != "open":
-            v.verdict, v.wave, v.hours = row["verdict"], wave, hours
-    counts = {k: sum(r["verdict"] == k for r in rows) for k in dec.VERDICTS}
+        if verdict.decided and v.verdict == "open":
+            verdict = verdict.with_(wave=wave, hours=hours)
+        elif verdict.decided:
+            verdict = verdict.with_(wave=v.wave, hours=v.hours)
+        v.verdict, v.wave, v.hours = verdict.label, verdict.wave, verdict.hours
+        v.est, v.radius, v.t, v.sigma = _finite(verdict.est), _finite(verdict.radius), verdict.seeds, _finite(verdict.sigma)
+        v.record_json = json.dumps(verdict.as_dict())
+    counts = dec.counts(verdicts)
     w = session.scalar(select(reg.DecideWave).where(reg.DecideWave.sweep_id == sweep.id, reg.DecideWave.wave == wave))
     if w is None:
         w = reg.DecideWave(sweep_id=sweep.id, wave=wave)
         session.add(w)
     w.hours, w.runs = hours, runs
-    w.significant, w.equivalent, w.open = (counts[k] for k in dec.VERDICTS)
+    w.significant, w.equivalent, w.open = counts["significant"], counts["equivalent"], counts["open"]
     session.flush()
     return w
 
@@ -195,10 +212,11 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None  # SQL has no inf or NaN
 
 
-def previous_rows(session: Session, sweep: reg.Sweep) -> dict[str, dict]:
-    return {v.name: {"name": v.name, "kind": v.kind, "model": v.model, "task": v.task, "target": v.target,
-                     "est": v.est, "radius": v.radius, "t": v.t, "sigma": v.sigma, "verdict": v.verdict}
-            for v in session.scalars(select(reg.DecideVerdict).where(reg.DecideVerdict.sweep_id == sweep.id))}
+def stored_verdicts(session: Session, sweep: reg.Sweep) -> dict[str, Verdict]:
+    """The sweep's latest verdicts by name (rows stored before verdicts were records are left out:
+    their comparisons are decided again from the runs)."""
+    rows = session.scalars(select(reg.DecideVerdict).where(reg.DecideVerdict.sweep_id == sweep.id))
+    return {v.name: Verdict.from_dict(json.loads(v.record_json)) for v in rows if v.record_json}
 
 
 def waves(session: Session, sweep: reg.Sweep) -> list[reg.DecideWave]:
@@ -212,6 +230,7 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
     budget = dopts.budget if dopts.budget is not None else plan.limit
     recorded = reg.decide_options(session, sweep)
     dopts.check_continues(recorded, sweep.name)
+    rule = dopts.rule
     comps = dec.comparisons(plan_arms(plan))
     devices = {c.model: load_card(c.model).gpus for c in plan.cells}
     choose = lambda: choose_design(sweep, plan, comps, dopts, say,  # noqa: E731
@@ -231,31 +250,27 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
         runs = sum(len(v) for arms in scores.values() for v in arms.values())
         # a restart that finds no new finished run (a budget stop, raised) re-analyses the last wave
         wave = (done[-1].wave if done[-1].runs == runs else done[-1].wave + 1) if done else 0
-        rows, m = dec.decide(comps, scores, alpha=dopts.alpha, delta=dopts.delta,
-                             previous=previous_rows(session, sweep), method=dopts.method, target=dopts.most_seeds,
-                             sequence=dopts.sequence)
-        w = record(session, sweep, wave, rows, hours, runs)
-        w.options_json = json.dumps({**asdict(dopts), "eval_samples": first,
-                                     "eval_design": [[m, t, k] for (m, t), k in sorted(design.items())]})
-        say(f"wave {wave}: {hours:.3g} {sweep.unit} spent; {m['significant']} significant, "
-            f"{m['equivalent']} equivalent, {m['open']} open of {len(comps)}")
-        if m["open"] == 0:
-            session.commit()
-            return "decided"
         slots = dopts.wave or runner.slots
         mean_cost = sum(cost.values()) / len(cost)
         left = None if budget is None else budget - hours
         if left is not None:
             slots = min(slots, int(left / mean_cost))
-        common = dict(alpha=dopts.alpha, delta=dopts.delta, most=dopts.most_seeds, method=dopts.method,
-                      sequence=dopts.sequence, budget_left=left)
+        result = dec.step(rule, comps, scores, stored_verdicts(session, sweep), seeds, cost, max(slots, 0), left)
+        w = record(session, sweep, wave, result.verdicts, hours, runs)
+        w.options_json = json.dumps({**asdict(dopts), "eval_samples": first,
+                                     "eval_design": [[m, t, k] for (m, t), k in sorted(design.items())]})
+        m = dec.counts(result.verdicts)
+        say(f"wave {wave}: {hours:.3g} {sweep.unit} spent; {m['significant']} significant, "
+            f"{m['equivalent']} equivalent, {m['open']} open of {len(comps)}")
+        if m["open"] == 0:
+            session.commit()
+            return "decided"
         if wave == 0:
-            say_needs(dec.needs(comps, rows, seeds, cost, **common), dopts, say)
-        added, _ = dec.allocate(comps, rows, seeds, cost, max(slots, 0), **common)
-        if not added:
+            say_needs(result.needs, dopts, say)
+        if not result.added:
             session.commit()
             return "budget" if slots <= 0 else "cannot close"
-        cells = new_cells(plan, sweep, added)
+        cells = new_cells(plan, sweep, result.added)
         w.added_json = json.dumps(json.loads(w.added_json or "[]") + [c.run_id for c in cells])
         reg.register_cells(session, sweep, cells, [None] * len(cells), Path(opts.workspace) / "runs", devices)
 
@@ -268,16 +283,9 @@ def choose_design(sweep: reg.Sweep, plan: Plan, comps: list[dec.Comparison], dop
     own = {(c.model, c.task): c.shared.eval.samples for c in plan.cells}
     if isinstance(dopts.eval_samples, int):
         return dict.fromkeys(own, dopts.eval_samples)
-    scores, _, _ = observe(sweep)
-    rows, _ = dec.decide(comps, scores, alpha=dopts.alpha, delta=dopts.delta, method=dopts.method,
-                         target=dopts.most_seeds, sequence=dopts.sequence)
-    n = {(m, t, k): len(v) for (m, t), arms in scores.items() for k, v in arms.items()}
-    run_var = {(m, t, k): float(np.var(list(v.values()), ddof=1))
-               for (m, t), arms in scores.items() for k, v in arms.items() if len(v) > 1}
+    outcomes, _, _ = observe(sweep)
     beta, costs = final_evals.design_inputs(sweep)
-    choice = eval_design.choose(comps, rows, n, costs, beta, alpha=dopts.alpha, delta=dopts.delta,
-                                most=dopts.most_seeds, method=dopts.method, sequence=dopts.sequence, run_var=run_var,
-                                budget_left=budget_left)
+    choice = eval_design.choose_after_wave0(dopts.rule, comps, outcomes, costs, beta, budget_left)
     for (m, t), c in choice.items():
         best, table = c["multiplier"], c["by_multiplier"]
 
@@ -291,18 +299,28 @@ def choose_design(sweep: reg.Sweep, plan: Plan, comps: list[dec.Comparison], dop
     return {cell: c["multiplier"] * own[cell] for cell, c in choice.items() if c["multiplier"] > 1}
 
 
-def say_needs(plan: list[dict], dopts: DecideOptions, say=print) -> None:
-    """Print, per open comparison, the seeds per arm it needs under the sequence in use, whether
+def say_needs(plan: list[dec.Need], dopts: DecideOptions, say=print) -> None:
+    """Print, per task, the δ decidable at the seed cap and the rarest collapse-rate rise the cap
+    can rule out; then, per open comparison, the seeds per arm it needs under the rule, whether
     the seed cap or the budget blocks it (the allocator then spends nothing on it), and the δ it
     could be decided at within the cap."""
-    blocked = [p for p in plan if p["blocked"]]
+    rule = dopts.rule
+    blocked = [p for p in plan if p.blocked]
+    rise = collapse.compare((("a", 1.0), ("b", -1.0)), {"a": dict.fromkeys(range(rule.most_seeds), False),
+                                                         "b": dict.fromkeys(range(rule.most_seeds), False)},
+                            (-1.0, 1.0), rule.collapse_alpha_each(max(len(plan), 1)), rule.most_seeds).upper
+    say(f"labels are about {rule.estimand_text}; with no collapse seen in {rule.most_seeds} seeds per arm, "
+        f"a collapse-rate rise below {100 * rise:.0f} points cannot be excluded")
+    for task in sorted({p.name.rsplit("/", 2)[1] for p in plan}):
+        mine = [p.delta_at_cap for p in plan if p.name.rsplit("/", 2)[1] == task]
+        say(f"  {task}: δ decidable at the cap ({rule.most_seeds} seeds): {min(mine):.3g} to {max(mine):.3g}")
     say(f"{len(plan)} open comparisons; {len(blocked)} cannot close within the seed cap "
-        f"({dopts.most_seeds}) or the budget at δ = {dopts.delta:g}:")
+        f"({rule.most_seeds}) or the budget at δ = {rule.delta:g}:")
     for p in plan:
-        need = "never" if not math.isfinite(p["seeds_needed"]) else f"{p['seeds_needed']:.0f}"
-        flag = f"  BLOCKED by the {p['blocked']}; decidable at δ ≥ {p['delta_at_cap']:.3g}" if p["blocked"] else ""
-        now = f"{p['seeds']} now, " if p["seeds"] else ""
-        say(f"  {p['name']}: {now}needs {need} seeds per arm{flag}")
+        need = "never" if not math.isfinite(p.seeds_needed) else f"{p.seeds_needed:.0f}"
+        flag = f"  BLOCKED by the {p.blocked}; decidable at δ ≥ {p.delta_at_cap:.3g}" if p.blocked else ""
+        now = f"{p.seeds} now, " if p.seeds else ""
+        say(f"  {p.name}: {now}needs {need} seeds per arm{flag}")
 
 
 def plan_arms(plan: Plan) -> dict[tuple[str, str], list[str]]:
@@ -316,15 +334,24 @@ def plan_arms(plan: Plan) -> dict[tuple[str, str], list[str]]:
 
 
 def report_rows(session: Session, sweep: reg.Sweep) -> dict:
-    """{"waves": [...], "verdicts": [...], "options": {...}} as the report reads them: empty lists
-    for a sweep that never ran with --decide; options: DecideOptions of its last recorded wave
-    (None when no wave recorded them)."""
+    """{"waves": [...], "verdicts": [Verdict], "options": {...}} as the report reads them: empty
+    lists for a sweep that never ran with --decide; options: DecideOptions of its last recorded
+    wave (None when no wave recorded them). Verdicts stored before they were records read as
+    mean-estimand verdicts with no collapse verdict."""
     done = waves(session, sweep)
     ws = [{"wave": w.wave, "hours": w.hours, "runs": w.runs, "significant": w.significant,
            "equivalent": w.equivalent, "open": w.open, "added": len(json.loads(w.added_json))}
           for w in done]
-    options = reg.decide_options(session, sweep)
-    vs = [{"name": v.name, "kind": v.kind, "model": v.model, "task": v.task, "target": v.target, "est": v.est,
-           "radius": v.radius, "verdict": v.verdict, "wave": v.wave, "hours": v.hours}
-          for v in session.scalars(select(reg.DecideVerdict).where(reg.DecideVerdict.sweep_id == sweep.id))]
-    return {"waves": ws, "verdicts": vs, "options": options}
+    rows = session.scalars(select(reg.DecideVerdict).where(reg.DecideVerdict.sweep_id == sweep.id))
+    vs = [Verdict.from_dict(json.loads(v.record_json)) if v.record_json else _legacy(v) for v in rows]
+    return {"waves": ws, "verdicts": vs, "options": reg.decide_options(session, sweep)}
+
+
+def _legacy(v: reg.DecideVerdict) -> Verdict:
+    est = math.nan if v.est is None else v.est
+    radius = math.inf if v.radius is None else v.radius
+    return Verdict(name=v.name, kind=v.kind, model=v.model, task=v.task, target=v.target, estimand="mean",
+                   label=v.verdict, est=est, lower=est - radius, upper=est + radius,
+                   sigma=math.nan if v.sigma is None else v.sigma, seeds=int(v.t), runs=int(v.t),
+                   collapse=collapse.CollapseVerdict((), math.nan, -math.inf, math.inf, 0, "open"),
+                   wave=v.wave, hours=v.hours)
