@@ -1,4 +1,5 @@
-"""Contrasts paired over seeds and test problems, from the per-problem eval records.
+"""The per-problem eval records of a sweep as seeds x problems matrices per arm, and the two-way
+split of one arm's matrix that analysis/variance.py builds its variance budget from.
 
 Every arm of a (model, task) evaluates the same test problems (trainer/setup.py: EVAL_SEED), so
 a run's score is a row Y_a[s, :] of pass rates over one shared list of problems. The model, per
@@ -9,25 +10,12 @@ arm a, seed s, problem p:
 u_p is a problem's difficulty (shared by all arms: it cancels in any contrast Σ c_a = 0), v_ap
 how the arm fares on that problem beyond its mean (the arm-by-problem effect: what a different
 test set would change), w_as the run's training randomness, e_asp the seed-by-problem residual
-(finite eval samples included). For θ = Σ_a c_a μ_a, the estimate θ̂ = Σ_a c_a Ȳ_a has
-
-    Var(θ̂) = Σ_a c_a² (σ²_w,a + σ²_e,a / P) / n_a   (seeds: training randomness, given the test set)
-            + Var_p(Σ_a c_a v_ap) / P                  (problems: the finite eval set)
-
-estimated by the method of moments: the seed part from the spread of each arm's seed means
-m_as = mean_p Y_a[s, p]; the problem part from the spread over problems of the contrast of
-column means d_p = Σ_a c_a Ȳ_a[·, p], less the residual it also carries (Σ_a c_a² σ̂²_e,a / n_a),
-floored at 0. When every arm ran the same seed indices, the seed part is taken from the per-seed
-contrasts Σ_a c_a m_as instead: arms of one seed index share prompt order and sampling streams
-(common random numbers), and pairing keeps whatever correlation that leaves. Degrees of freedom:
-Welch–Satterthwaite over the parts. `population=False` drops the problem part (the verdict is
-then about this test set, as the seed-only analysis in interactions.py is).
+(finite eval samples included).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,16 +26,6 @@ from grpo_lab.rundir import RunDir
 from grpo_lab.spec.arm import arm_label
 
 
-@dataclass(frozen=True)
-class Estimate:
-    est: float
-    se: float
-    df: float
-    var_seed: float  # seed part of Var(est)
-    var_problem: float  # problem part of Var(est)
-    n: int  # seeds behind it (the smallest arm)
-
-
 def two_way(Y: np.ndarray) -> tuple[float, float]:
     """(variance of one seed's problem-mean, seed-by-problem residual variance) of one arm's
     seeds x problems matrix: var_s(m_s) and Σ r² / ((n−1)(P−1)), r the two-way residual."""
@@ -56,39 +34,6 @@ def two_way(Y: np.ndarray) -> tuple[float, float]:
         return np.nan, np.nan
     r = Y - Y.mean(1, keepdims=True) - Y.mean(0, keepdims=True) + Y.mean()
     return float(Y.mean(1).var(ddof=1)), float((r**2).sum() / ((n - 1) * max(P - 1, 1)))
-
-
-def _seed_part(arms: list[np.ndarray], seeds: list[tuple], c: np.ndarray) -> tuple[float, float]:
-    """(variance, df) of the seed part: paired over seed indices when all arms share them."""
-    n = np.array([len(Y) for Y in arms], float)
-    if len(set(seeds)) == 1 and n[0] >= 2:
-        d = c @ np.stack([Y.mean(1) for Y in arms])
-        return float(d.var(ddof=1) / n[0]), n[0] - 1
-    w = np.array([c_a**2 * two_way(Y)[0] / len(Y) for c_a, Y in zip(c, arms)])
-    if not np.all(np.isfinite(w)):
-        return np.nan, 0.0
-    denom = float(np.sum(w**2 / (n - 1)))
-    return float(w.sum()), float(w.sum() ** 2 / denom) if denom > 0 else np.inf
-
-
-def contrast(arms: list[np.ndarray], coefs, seeds: list[tuple] | None = None,
-             population: bool = True) -> Estimate:
-    """θ̂ = Σ_a c_a Ȳ_a over arms' seeds x problems matrices (same problem columns), with its
-    standard error and degrees of freedom (see the module docstring)."""
-    c = np.asarray(coefs, float)
-    seeds = seeds or [tuple(range(len(Y))) for Y in arms]
-    est = float(sum(c_a * Y.mean() for c_a, Y in zip(c, arms)))
-    var_s, df_s = _seed_part(arms, seeds, c)
-    var_p, df_p = 0.0, np.inf
-    P = arms[0].shape[1]
-    if population and P >= 2:
-        d = sum(c_a * Y.mean(0) for c_a, Y in zip(c, arms))
-        resid = sum(c_a**2 * two_way(Y)[1] / len(Y) for c_a, Y in zip(c, arms) if len(Y) >= 2)
-        var_p, df_p = max(float(d.var(ddof=1)) - resid, 0.0) / P, P - 1.0
-    var = var_s + var_p
-    parts = [(v, f) for v, f in ((var_s, df_s), (var_p, df_p)) if v > 0]
-    df = var**2 / sum(v**2 / f for v, f in parts) if parts else np.nan
-    return Estimate(est, float(np.sqrt(var)), float(df), var_s, var_p, int(min(len(Y) for Y in arms)))
 
 
 def read_records(folder: Path) -> list[dict]:
