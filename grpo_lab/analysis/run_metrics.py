@@ -15,11 +15,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from grpo_lab.analysis import collapse
 from grpo_lab.rundir import CONFIG, METRICS, SUMMARY, RunDir
 from grpo_lab.spec.arm import arm_label
 
-COLLAPSE_KINDS = frozenset({"reward_cliff", "repetition", "adv_std_spike", "diversity_collapse",
-                            "entropy_collapse", "kl_explosion", "nan"})
 STEP_COLUMNS = ("reward/mean", "reward/std", "reward/group_std", "reward/zero_std_frac",
                 "diversity/unique_answer_ratio", "length/mean", "entropy/mean", "kl/mean", "loss/total",
                 "loss/policy", "adv/std", "train/grad_norm", "eval/pass@1", "eval/pass@k")
@@ -183,12 +182,12 @@ def series_metrics(steps: pl.DataFrame) -> pl.DataFrame:
 
 
 def event_metrics(events: pl.DataFrame) -> pl.DataFrame:
-    """One row per run_id of a long event frame (run_id, step, kind, ...): alarm count, the kinds
-    ('+'-joined, sorted), and whether any was a collapse (COLLAPSE_KINDS)."""
+    """One row per run_id of a long event frame (run_id, step, kind, ...): alarm count and the
+    kinds ('+'-joined, sorted). Whether a run collapsed is analysis/collapse.py's rule, read from
+    its summary (summary_fields): alarms also fire on healthy runs."""
     return events.group_by("run_id").agg(
         pl.len().cast(pl.Int64).alias("alarms"),
-        pl.col("kind").unique().sort().str.join("+").alias("alarm_kinds"),
-        pl.col("kind").is_in(list(COLLAPSE_KINDS)).any().alias("collapsed"))
+        pl.col("kind").unique().sort().str.join("+").alias("alarm_kinds"))
 
 
 def _schema(folder: Path) -> dict:
@@ -280,14 +279,14 @@ def summary_fields(folder: Path) -> dict:
         "k": max((cfg.get("eval") or {}).get("k") or [1]),
         "delta_pass@1": _num(summ.delta_pass_at_1), "gpu_hours": hours, "unit": summ.unit,
         "cost_per_effective_sample": cost, "effective_samples": effective, "sampling_share": share,
-        "stopped": summ.stopped, "stop_reason": summ.stop_reason,
+        "stopped": summ.stopped, "stop_reason": summ.stop_reason, "collapsed": collapse.from_summary(summ),
     }
 
 
 def run_rows(run_dirs: dict[str, Path], steps: pl.DataFrame | None = None,
              events: pl.DataFrame | None = None) -> pl.DataFrame:
     """One flat row per run {run_id: folder}: summary_fields, series_metrics and event_metrics
-    (alarms 0, collapsed false when a run logged no events); null where a figure is undefined or
+    (alarms 0 when a run logged no events); null where a figure is undefined or
     not logged. run_id is the dict key. Pass `steps` / `events` (steps_frame / events_frame of
     the same runs) when you hold them already: reading metrics.jsonl is most of the cost."""
     labels = pl.DataFrame([{**summary_fields(folder), "run_id": run_id} for run_id, folder in run_dirs.items()],
@@ -297,7 +296,7 @@ def run_rows(run_dirs: dict[str, Path], steps: pl.DataFrame | None = None,
     return (labels.join(series_metrics(steps), on="run_id", how="left")
             .join(event_metrics(events), on="run_id", how="left")
             .with_columns(pl.col("alarms").fill_null(0), pl.col("alarm_kinds").fill_null(""),
-                          pl.col("collapsed").fill_null(False), pl.col(pl.Float64).fill_nan(None)))
+                          pl.col(pl.Float64).fill_nan(None)))
 
 
 def run_row(run_dir: Path) -> dict:

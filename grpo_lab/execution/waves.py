@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -266,7 +266,9 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
             session.commit()
             return "decided"
         if wave == 0:
-            say_needs(result.needs, dopts, say)
+            flip = replace(rule, estimand="mean" if rule.estimand == "healthy" else "healthy")
+            other = dec.needs(flip, comps, dec.decide(flip, comps, scores), seeds, cost, left)
+            say_needs(result.needs, dopts, say, other)
         if not result.added:
             session.commit()
             return "budget" if slots <= 0 else "cannot close"
@@ -299,9 +301,10 @@ def choose_design(sweep: reg.Sweep, plan: Plan, comps: list[dec.Comparison], dop
     return {cell: c["multiplier"] * own[cell] for cell, c in choice.items() if c["multiplier"] > 1}
 
 
-def say_needs(plan: list[dec.Need], dopts: DecideOptions, say=print) -> None:
-    """Print, per task, the δ decidable at the seed cap and the rarest collapse-rate rise the cap
-    can rule out; then, per open comparison, the seeds per arm it needs under the rule, whether
+def say_needs(plan: list[dec.Need], dopts: DecideOptions, say=print, other: list[dec.Need] | None = None) -> None:
+    """Print, per task, the δ decidable at the seed cap (and under the other estimand, `other`'s
+    needs, what it would buy) and the rarest collapse-rate rise the cap can rule out; then, per
+    open comparison, the seeds per arm it needs under the rule, whether
     the seed cap or the budget blocks it (the allocator then spends nothing on it), and the δ it
     could be decided at within the cap."""
     rule = dopts.rule
@@ -311,9 +314,12 @@ def say_needs(plan: list[dec.Need], dopts: DecideOptions, say=print) -> None:
                             (-1.0, 1.0), rule.collapse_alpha_each(max(len(plan), 1)), rule.most_seeds).upper
     say(f"labels are about {rule.estimand_text}; with no collapse seen in {rule.most_seeds} seeds per arm, "
         f"a collapse-rate rise below {100 * rise:.0f} points cannot be excluded")
+    flip = "mean" if rule.estimand == "healthy" else "healthy"
     for task in sorted({p.name.rsplit("/", 2)[1] for p in plan}):
         mine = [p.delta_at_cap for p in plan if p.name.rsplit("/", 2)[1] == task]
-        say(f"  {task}: δ decidable at the cap ({rule.most_seeds} seeds): {min(mine):.3g} to {max(mine):.3g}")
+        alt = [p.delta_at_cap for p in other or [] if p.name.rsplit("/", 2)[1] == task]
+        also = f"; --estimand {flip}: {min(alt):.3g} to {max(alt):.3g}" if alt else ""
+        say(f"  {task}: δ decidable at the cap ({rule.most_seeds} seeds): {min(mine):.3g} to {max(mine):.3g}{also}")
     say(f"{len(plan)} open comparisons; {len(blocked)} cannot close within the seed cap "
         f"({rule.most_seeds}) or the budget at δ = {rule.delta:g}:")
     for p in plan:
