@@ -1,14 +1,18 @@
 """analysis/eval_design.py on hand-computed inputs: the eval's sampling variance of one run, the part
 of a comparison's variance it makes, what a re-eval costs, and the multiplier `choose` picks from
-wave-0 rows that decide.decide computes as the real loop would."""
+wave-0 verdicts that decide.decide computes as the real loop would (and `choose_after_wave0`, the
+loop's own call)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from scipy import stats
 
 from grpo_lab.analysis import decide
 from grpo_lab.analysis import eval_design as ed
+from grpo_lab.analysis.decide import Outcome
+from grpo_lab.analysis.rule import DecisionRule
 
 ARMS = ["baseline", "a", "b", "a+b"]
 CELL = ("m", "t")
@@ -20,22 +24,26 @@ DEAR = ed.ArmCost(train=1.0, eval=1.0, setup=0.5)  # an eval as costly as traini
 PATTERN = {"baseline": [0, 0, 0], "a": [1, 0, -1], "b": [0, 1, -1], "a+b": [1, -1, 0]}
 
 
-def wave0(s: float) -> tuple[list, list[dict], dict]:
-    """(comparisons, decide.decide's rows, seeds per arm) after a wave of three seeds per arm."""
+def rule(most: int = 64, **over) -> DecisionRule:
+    return DecisionRule(alpha=ALPHA, delta=DELTA, most_seeds=most, method="paired", **over)
+
+
+def wave0(s: float, most: int = 64) -> tuple[list, list, dict]:
+    """(comparisons, decide.decide's verdicts, seeds per arm) after a wave of three seeds per arm."""
     comps = decide.comparisons({CELL: ARMS})
     scores = {CELL: {k: [0.5 + s * v for v in PATTERN[k]] for k in ARMS}}
-    rows, _ = decide.decide(comps, scores, alpha=ALPHA, delta=DELTA, method="paired", target=64)
-    sigma = {r["name"].split("/")[-1]: r["sigma"] for r in rows}
+    verdicts = decide.decide(rule(most), comps, scores)
+    sigma = {v.name.split("/")[-1]: v.sigma for v in verdicts}
     assert sigma == pytest.approx({"effect:a": s, "effect:b": s, "effect:a+b": s, "interaction:a+b": 2 * s})
-    assert all(r["verdict"] == "open" and r["t"] == 3 for r in rows)
-    return comps, rows, {(*CELL, k): 3 for k in ARMS}
+    assert all(v.label == "open" and v.seeds == 3 for v in verdicts)
+    return comps, verdicts, {(*CELL, k): 3 for k in ARMS}
 
 
 def choose(s: float, share: float, cost: ed.ArmCost, most: int = 64) -> dict:
     """The design of the cell whose runs have sampling variance β = share·s² each."""
-    comps, rows, n = wave0(s)
+    comps, verdicts, n = wave0(s, most)
     beta = {arm: share * s**2 for arm in n}
-    return ed.choose(comps, rows, n, dict.fromkeys(n, cost), beta, alpha=ALPHA, delta=DELTA, most=most)[CELL]
+    return ed.choose(rule(most), comps, verdicts, n, dict.fromkeys(n, cost), beta)[CELL]
 
 
 # -- sampling_var -------------------------------------------------------------------------------
@@ -163,33 +171,32 @@ def test_the_choice_reads_no_effect():
     n = {(*CELL, k): 9 for k in ARMS}
     beta = {arm: 0.45 * 0.01**2 for arm in n}
 
-    def design(shift: float) -> tuple[dict, list[dict]]:
+    def design(shift: float) -> tuple[dict, list]:
         scores = {CELL: {k: [0.5 + 0.01 * v + (shift if "a" in k else 0.0) for v in PATTERN[k] * 3] for k in ARMS}}
-        rows, _ = decide.decide(comps, scores, alpha=ALPHA, delta=DELTA, method="paired", target=64)
-        return ed.choose(comps, rows, n, dict.fromkeys(n, CHEAP), beta, alpha=ALPHA, delta=DELTA, most=64)[CELL], rows
+        verdicts = decide.decide(rule(), comps, scores)
+        return ed.choose(rule(), comps, verdicts, n, dict.fromkeys(n, CHEAP), beta)[CELL], verdicts
 
-    plain, rows = design(0.0)
-    moved, shifted_rows = design(0.3)
-    assert sum(r["verdict"] == "significant" for r in shifted_rows) > sum(r["verdict"] == "significant" for r in rows)
+    plain, verdicts = design(0.0)
+    moved, shifted = design(0.3)
+    assert decide.counts(shifted)["significant"] > decide.counts(verdicts)["significant"]
     assert moved == plain
 
 
 def test_an_arm_without_a_finished_run_takes_the_cells_mean_cost():
-    comps, rows, n = wave0(0.01)
+    comps, verdicts, n = wave0(0.01)
     beta = {arm: 0.45 * 0.01**2 for arm in n}
     costs = {arm: CHEAP for arm in n if arm[2] != "a+b"}  # both wave-0 seeds of a+b failed
-    d = ed.choose(comps, rows, n, costs, beta, alpha=ALPHA, delta=DELTA, most=64)[CELL]
+    d = ed.choose(rule(), comps, verdicts, n, costs, beta)[CELL]
     assert d == choose(0.01, 0.45, CHEAP)
 
 
 def test_no_multiplier_whose_re_evals_exceed_the_budget_left():
-    comps, rows, n = wave0(0.03)
+    comps, verdicts, n = wave0(0.03)
     beta = {arm: 0.6 * 0.03**2 for arm in n}
-    free = ed.choose(comps, rows, n, dict.fromkeys(n, CHEAP), beta, alpha=ALPHA, delta=DELTA, most=64)[CELL]
+    free = ed.choose(rule(), comps, verdicts, n, dict.fromkeys(n, CHEAP), beta)[CELL]
     assert free["multiplier"] > 1
     tight = 12 * CHEAP.reeval(2)  # 4 arms x 3 seeds evaluated again at m = 2, nothing more
-    d = ed.choose(comps, rows, n, dict.fromkeys(n, CHEAP), beta, alpha=ALPHA, delta=DELTA, most=64,
-                  budget_left=tight)[CELL]
+    d = ed.choose(rule(), comps, verdicts, n, dict.fromkeys(n, CHEAP), beta, budget_left=tight)[CELL]
     assert d["multiplier"] in (1, 2)
 
 
@@ -198,3 +205,43 @@ def test_a_noisy_sampling_dominated_cell_gets_more_completions():
     Showing it ±δ-equivalent (the docstring's N_c) needs fewer seeds as m grows."""
     d = choose(0.03, 0.6, CHEAP)
     assert d["multiplier"] > 1, d["by_multiplier"]
+
+
+# -- choose_after_wave0: the loop's call ----------------------------------------------------------
+
+def wave0_outcomes(s: float, collapsed_a: bool) -> dict:
+    """Four seeds per arm on PATTERN (a fourth index at the mean); with `collapsed_a`, a's run at
+    index 3 collapsed to 0."""
+    arms = {k: {i: Outcome(0.5 + s * v) for i, v in enumerate(PATTERN[k] + [0])} for k in ARMS}
+    if collapsed_a:
+        arms["a"][3] = Outcome(0.0, collapsed=True)
+    return {CELL: arms}
+
+
+def test_after_wave0_the_design_is_choose_on_the_loops_own_verdicts_seeds_and_run_variances():
+    outcomes = wave0_outcomes(0.01, collapsed_a=False)
+    comps = decide.comparisons({CELL: ARMS})
+    n = {(*CELL, k): 4 for k in ARMS}
+    beta = {arm: 0.45 * 0.01**2 for arm in n}
+    costs = dict.fromkeys(n, CHEAP)
+    scores = {(*CELL, k): [o.score for o in v.values()] for k, v in outcomes[CELL].items()}
+    run_var = {arm: float(np.var(ys, ddof=1)) for arm, ys in scores.items()}
+    by_hand = ed.choose(rule(), comps, decide.decide(rule(), comps, outcomes), n, costs, beta, run_var=run_var)
+    assert ed.choose_after_wave0(rule(), comps, outcomes, costs, beta) == by_hand
+
+
+def test_the_healthy_design_does_not_plan_on_a_collapsed_runs_noise():
+    """One collapsed run (a pass@1 of 0 among 0.5s) makes the mean estimand's σ̂ of every
+    comparison with a ≈ 0.25: none closes within the cap. The healthy estimand plans on the runs
+    that did not collapse, as without it."""
+    comps = decide.comparisons({CELL: ARMS})
+    n = {(*CELL, k): 4 for k in ARMS}
+    beta = {arm: 0.45 * 0.01**2 for arm in n}
+    costs = dict.fromkeys(n, CHEAP)
+    outcomes = wave0_outcomes(0.01, collapsed_a=True)
+    healthy = ed.choose_after_wave0(rule(), comps, outcomes, costs, beta)[CELL]
+    mean = ed.choose_after_wave0(rule(estimand="mean"), comps, outcomes, costs, beta)[CELL]
+    clean = ed.choose_after_wave0(rule(), comps, wave0_outcomes(0.01, collapsed_a=False), costs, beta)[CELL]
+    assert healthy["by_multiplier"][1][1] == clean["by_multiplier"][1][1] == 4
+    assert healthy["multiplier"] == clean["multiplier"] > 1
+    assert mean["by_multiplier"][1][1] < 4
