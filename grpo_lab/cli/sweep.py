@@ -24,6 +24,17 @@ class Sequence(str, enum.Enum):
     betting = "betting"
 
 
+class Estimand(str, enum.Enum):
+    """--decide's estimands (analysis/rule.py ESTIMANDS), spelled for the CLI."""
+    healthy = "healthy"
+    mean = "mean"
+
+
+ESTIMAND_HELP = ("--decide: what a label is about: healthy (pass@1 on the seeds where no run of the comparison "
+                 "collapsed, beside a collapse-rate verdict) or mean (over all seeds, assuming no collapse mode "
+                 "the seeds have not shown: faster, labelled with that assumption)")
+
+
 @app.command()
 def plan(
     matrix: Path = typer.Argument(..., help="matrix YAML (see matrices/)"),
@@ -31,11 +42,12 @@ def plan(
     cells: bool = typer.Option(False, "--cells", help="print a tab-separated line per cell instead of a table per trick set"),
     hardware: Optional[str] = typer.Option(None, help="hardware profile (default: the matrix's budget.hardware, else cpu)"),
     decide_delta: Optional[float] = typer.Option(
-        None, "--decide-delta", help="also print, per comparison, the seeds per arm `sweep --decide` needs to decide it at this δ (noise: --decide-sd)"),
+        None, "--decide-delta", help="also print, per task, the δ `sweep --decide` can decide within the seed cap and the collapse-rate rise the cap cannot exclude, and per comparison the seeds per arm it needs at this δ (noise: --decide-sd)"),
     workspace: Path = typer.Option(Path(".grpo-lab"), help="workspace whose registry's finished runs calibrate the estimates"),
     db: Optional[str] = typer.Option(None, help="registry SQLAlchemy URL (default sqlite in the workspace; env GRPO_LAB_DB)"),
     sequence: Sequence = typer.Option(Sequence.t, help="--decide-delta: the confidence sequence `sweep --decide` will use"),
     decide_sd: float = typer.Option(0.02, "--decide-sd", help="--decide-delta: sd of one run's pass@1 to plan with (ten_tricks runs: 0.005-0.03 per task; 0 = the noise-free floor)"),
+    estimand: Estimand = typer.Option(Estimand.healthy, help="--decide-delta: " + ESTIMAND_HELP.removeprefix("--decide: ")),
 ) -> None:
     """Expand a matrix and price every cell before any compute is spent (exit 0 whether or not it fits).
     Estimates are corrected by what finished runs of the same model measured, where the registry has any."""
@@ -59,7 +71,7 @@ def plan(
         from grpo_lab.execution.waves import DecideOptions, plan_arms, say_needs
 
         try:
-            dopts = DecideOptions.parse({"delta": decide_delta, "sequence": sequence.value})
+            dopts = DecideOptions.parse({"delta": decide_delta, "sequence": sequence.value, "estimand": estimand.value})
             if decide_sd < 0:
                 raise ConfigError(f"--decide-sd: {decide_sd} is negative (a run's standard deviation)")
         except ConfigError as exc:
@@ -126,6 +138,7 @@ def sweep(
     most_seeds: int = typer.Option(32, help="--decide: seed cap per arm"),
     unpaired: bool = typer.Option(False, help="--decide: one sequence per arm mean instead of per seed-paired comparison"),
     sequence: Sequence = typer.Option(Sequence.t, help="--decide: confidence sequence: t (Gaussian noise, any variance per comparison) or betting (any noise in [0, 1], ~10x the seeds)"),
+    estimand: Estimand = typer.Option(Estimand.healthy, help=ESTIMAND_HELP),
     eval_samples: str = typer.Option("auto", "--eval-samples", help="--decide: completions per problem of the final eval verdicts rest on: auto (chosen per model and task after wave 0 from the runs' noise and costs), an integer K (every run's final checkpoint evaluated again with K), or none (each run's own final eval)"),
 ) -> None:
     """Run every pending cell of a matrix; idempotent: finished runs are skipped, interrupted ones resume.
@@ -142,6 +155,7 @@ def sweep(
                            on_change="replace" if replace else "extend" if extend else "refuse",
                            decide=dict(budget=budget, delta=delta, most_seeds=most_seeds,
                                        method="unpaired" if unpaired else "paired", sequence=sequence.value,
+                                       estimand=estimand.value,
                                        eval_samples=eval_samples_option(eval_samples))
                            if decide else None)
     with contextlib.ExitStack() as live:

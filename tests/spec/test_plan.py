@@ -82,16 +82,39 @@ def test_large_plan_prints_a_row_per_trick_set_and_streams_cells(tmp_path):
     assert len(p["cells"]) == 40_000 and p["totals"]["cells"] == 40_000 and p["cells"][-1]["seed"] == 19_999
 
 
+DECIDE_PLAN = ["plan", str(ROOT / "matrices" / "ten_tricks.yaml"), "--decide-delta"]
+
+
+def said(*args) -> str:
+    res = runner.invoke(app, [*DECIDE_PLAN, *args])
+    assert res.exit_code == 0, res.output
+    return " ".join(res.output.split())
+
+
 def test_plan_says_which_comparisons_decide_could_close():
     """t sequence (the default): at δ = 0.02 with runs of sd 0.02 no ten_tricks comparison closes
-    within 32 seeds, and the margin that would is printed; at sd 0.01 the effects close, the
-    interactions (4 arms each) do not. Betting: not even without noise (~420 seeds), effects from
-    δ = 0.25."""
-    plan = ["plan", str(ROOT / "matrices" / "ten_tricks.yaml"), "--decide-delta"]
-    said = lambda *args: " ".join(runner.invoke(app, [*plan, *args]).output.split())  # noqa: E731
+    within 32 seeds, and the margin that would is printed (α·0.8/45 per pass@1 label: the rest of
+    α is the collapse labels'); at sd 0.01 the effects close, the interactions (4 arms each) do
+    not. Betting: not even without noise (~420 seeds), effects from δ = 0.25."""
     text = said("0.02")
-    assert "45 open comparisons; 45 cannot close" in text and "decidable at δ ≥ 0.0247" in text
+    assert "45 open comparisons; 45 cannot close" in text and "decidable at δ ≥ 0.0251" in text
     assert "45 open comparisons; 6 cannot close" in said("0.02", "--decide-sd", "0.01")
     text = said("0.02", "--sequence", "betting")
     assert "45 open comparisons; 45 cannot close" in text and "decidable at δ ≥ 0.23" in text
     assert "45 open comparisons; 6 cannot close" in said("0.25", "--sequence", "betting")  # the interactions
+
+
+def test_plan_says_per_task_what_the_cap_decides_and_the_collapse_rise_it_cannot_exclude():
+    """Before any run: per task, the δ decidable at the 32-seed cap (an effect's to an
+    interaction's), which estimand the labels will be about, and the collapse-rate rise that 32
+    seeds without a collapse cannot rule out at a collapse label's α (0.01/45)."""
+    text = said("0.02")
+    for task in ("code", "logic", "math"):
+        assert f"{task}: δ decidable at the cap (32 seeds): 0.0251 to 0.1" in text
+    assert "labels are about pass@1 on the seeds where no run of the comparison collapsed" in text
+    assert "a collapse-rate rise below 27 points cannot be excluded" in text
+    assert "math: δ decidable at the cap (32 seeds): 0.0125 to 0.0502" in said("0.02", "--decide-sd", "0.01")
+    mean = said("0.02", "--estimand", "mean")
+    assert "labels are about mean pass@1 over all seeds, assuming no collapse mode the seeds have not shown" in mean
+    res = runner.invoke(app, [*DECIDE_PLAN, "0.02", "--estimand", "median"], env={"COLUMNS": "200"})
+    assert res.exit_code == 2 and "'healthy', 'mean'" in res.output
