@@ -6,7 +6,8 @@
 The modules, in the order the report is made:
     inputs    ReportData (the frames, conformed to their column contracts); sweep_data loads a
               registered sweep's finished runs into one
-    verdicts  per trick set: means over seeds (run_stats) and the verdict (worth it, harmful, ...)
+    verdicts  per trick set: means over seeds (run_stats) and the verdict (worth it, harmful, ...);
+              the verdict vocabulary's one owner; after --decide it renders analysis/verdict.py's Verdicts
     figures   the figures' data series, their matplotlib drawings and captions
     forest    the first figure: every effect with its CI, coloured by its verdict
     sections  the content of each report section: its tables, notes and figures
@@ -57,7 +58,8 @@ def prepare(data: ReportData, policy: VerdictPolicy = VerdictPolicy(),
     stats = run_stats(data.runs)
     chosen = choose_sets(data, figure_limits)
     verdicts = verdict_table(stats, data.effects, data.interactions, policy, data.decisions)
-    figures = {"glance": forest_images(verdicts, data.metric), **make_figures(data, chosen, figure_limits)}
+    decided = bool((data.decisions or {}).get("verdicts"))
+    figures = {"glance": forest_images(verdicts, data.metric, decided), **make_figures(data, chosen, figure_limits)}
     return Parts(data, stats, chosen, verdicts, figures, policy, table_limits)
 
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from grpo_lab.report.inputs import BASELINE, HARM_VERDICTS, KEYS
+from grpo_lab.report.inputs import BASELINE, KEYS
+from grpo_lab.report.verdicts import flag_expr
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ def pick_trick_sets(runs: pl.DataFrame, effects: pl.DataFrame, interactions: pl.
     """The trick sets worth a line per (model, task): the baseline, the worst flagged
     combinations, then the largest effects. Returns KEYS + rank (0 = baseline when present)."""
     effect = effects.select(KEYS + ["effect"]).unique(KEYS)
-    flag = (interactions.filter(pl.col("verdict").is_in(HARM_VERDICTS))
+    flag = (interactions.filter(flag_expr(interactions.columns))
             .group_by(KEYS).agg(pl.col("interaction").min().alias("_flag")))
     priority = (pl.when(pl.col("tricks") == BASELINE).then(0)
                 .when(pl.col("_flag_rank") <= max_flagged).then(1).otherwise(2))
@@ -103,7 +104,7 @@ class Grid:
     rows: list[str]
     cols: list[str]
     values: np.ndarray      # interaction per (row, col); nan where not measured
-    flagged: np.ndarray     # bool, verdict in HARM_VERDICTS
+    flagged: np.ndarray     # bool, the detector's flag (report/verdicts.py flag_expr)
     total_rows: int
 
 
@@ -115,7 +116,7 @@ def interaction_grid(interactions: pl.DataFrame, max_rows: int) -> Grid | None:
     column = (pl.concat_str([pl.col("model"), pl.col("task")], separator=" · ")
               if with_model else pl.col("task"))
     frame = interactions.with_columns(column.alias("_col"),
-                                      pl.col("verdict").is_in(HARM_VERDICTS).alias("_flag"))
+                                      flag_expr(interactions.columns).alias("_flag"))
     order = (frame.group_by("tricks")
              .agg(pl.col("_flag").any(), pl.col("interaction").min())
              .sort(["_flag", "interaction", "tricks"], descending=[True, False, False],

@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from grpo_lab.execution import registry as reg
 
 KEYS = ["model", "task", "tricks"]
-# Interaction verdicts that make every trick of the combination "harmful in combination".
-HARM_VERDICTS = ("negative_interaction", "harmful", "collapsed_only_in_combination")
 
 _S, _F, _I, _B = pl.Utf8, pl.Float64, pl.Int64, pl.Boolean
 
@@ -55,6 +53,7 @@ INTERACTIONS_SCHEMA: dict[str, Any] = {
     "model": _S, "task": _S, "tricks": _S, "n_tricks": _I, "n_seeds": _I, "expected": _F,
     "observed": _F, "interaction": _F, "ci_low": _F, "ci_high": _F, "p_value": _F,
     "q_value": _F, "p_holm": _F, "best_single": _S, "best_single_effect": _F, "verdict": _S,
+    "flagged": _B,  # the detector's flag; null reads it from the verdict (report/verdicts.py flag_expr)
     "seeds_needed": _I, "warnings": _S,
 }
 EVENTS_SCHEMA: dict[str, Any] = {"run_id": _S, "step": _I, "kind": _S, "value": _F}
@@ -82,7 +81,8 @@ class ReportData:
     price_per_gpu_hour, cost_per_effective_sample; env: environment snapshot; meta: sweep (or
     name), matrix (or matrix_path), metric, created (or created_at), commands (list[str]);
     variance and decisions: the "decisions" section, shown when either is given (decisions:
-    waves, verdicts and the --decide options, execution/waves.py report_rows)."""
+    waves, verdicts (analysis/verdict.py Verdict, rendered as they are) and the --decide
+    options, execution/waves.py report_rows)."""
 
     runs: pl.DataFrame
     steps: pl.DataFrame

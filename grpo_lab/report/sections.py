@@ -9,8 +9,9 @@ from typing import Any
 
 import polars as pl
 
+from grpo_lab.analysis.rule import ESTIMAND_TEXT
 from grpo_lab.report.decisions import decision_blocks, variance_blocks
-from grpo_lab.report.inputs import HARM_VERDICTS, KEYS, ReportData
+from grpo_lab.report.inputs import KEYS, ReportData
 from grpo_lab.report.render import (
     MISSING,
     Badge,
@@ -22,7 +23,6 @@ from grpo_lab.report.render import (
     Section,
     Table,
     TableCell,
-    Tone,
     hours_unit,
     interval,
     num,
@@ -32,7 +32,7 @@ from grpo_lab.report.render import (
     signed,
     timestamp,
 )
-from grpo_lab.report.verdicts import TONES, VerdictPolicy
+from grpo_lab.report.verdicts import INTERACTION_TONES, ON_ESTIMAND, VerdictPolicy, flag_expr
 
 
 @dataclass(frozen=True)
@@ -58,10 +58,6 @@ class Parts:
 
 # --- tables ---
 
-INTERACTION_TONES: dict[str, Tone] = {
-    **{v: "bad" for v in HARM_VERDICTS}, "below_best_single": "warn", "additive": "good",
-    "synergy": "good", "inconclusive": "neutral",
-}
 # The study's split of its budget (docs/study.md): main matrix 60%, search and reruns 15%, rest 25%.
 STUDY_SPLIT = {"main matrix": 0.60, "search and reruns": 0.15, "sampling and eval": 0.25}
 
@@ -93,7 +89,25 @@ def _verdict_table(verdicts: pl.DataFrame, unit: str, metric: str, limit: int) -
             p_value(r["p_value"]), p_value(r["p_holm"]), num(r["hours_per_run"]), signed(r["extra_hours"]),
             num(r["hours_per_point"]),
             num(None if per_sample is None else per_sample * 3600),
-            Badge(r["verdict"], TONES[r["verdict"]]), r["reason"]])
+            Badge(r["verdict"], r["tone"]), r["reason"]])
+    kept, note = _capped(rows, limit, "trick sets")
+    return Table(headers, kept, note)
+
+
+def _decided_table(verdicts: pl.DataFrame, unit: str, metric: str, limit: int) -> Table:
+    """After --decide: the estimate, interval and seeds each label rests on, and the collapses."""
+    headers = ["model", "task", "trick set", f"effect on {metric}", "confidence sequence", "seeds (of runs)",
+               "collapses", f"{unit} / run", f"extra {unit} / run", f"extra {unit} / point",
+               f"{unit.replace('-h', '-s')} / effective sample", "verdict", "why"]
+    rows: list[list[TableCell]] = []
+    for r in verdicts.iter_rows(named=True):
+        per_sample = r["cost_per_effective_sample"]
+        seeds = MISSING if r["seeds"] is None else f"{r['seeds']} of {r['runs']}"
+        rows.append(_keys(r) + [
+            signed(r["effect"]), interval(r["ci_low"], r["ci_high"]), seeds, r["collapse"],
+            num(r["hours_per_run"]), signed(r["extra_hours"]), num(r["hours_per_point"]),
+            num(None if per_sample is None else per_sample * 3600),
+            Badge(r["verdict"], r["tone"]), r["reason"]])
     kept, note = _capped(rows, limit, "trick sets")
     return Table(headers, kept, note)
 
@@ -140,7 +154,7 @@ def _stability_table(stats: pl.DataFrame, limit: int) -> Table:
 
 
 def _interaction_table(interactions: pl.DataFrame, limit: int) -> Table:
-    ranked = (interactions.with_columns(pl.col("verdict").is_in(HARM_VERDICTS).alias("_flag"))
+    ranked = (interactions.with_columns(flag_expr(interactions.columns).alias("_flag"))
               .sort(["_flag", "interaction", *KEYS], descending=[True, False, False, False, False],
                     nulls_last=True))
     headers = ["model", "task", "combination", "seeds", "expected", "observed", "interaction",
@@ -206,20 +220,38 @@ def _summary(data: ReportData, unit: str) -> list[str]:
 def _verdicts(p: Parts, unit: str) -> list[Block]:
     if p.verdicts.is_empty():
         return [Paragraph("No effects yet: no trick set has runs to compare with its baseline.")]
-    counts = Counter(p.verdicts["verdict"].to_list())
-    decided = bool((p.data.decisions or {}).get("verdicts"))
-    basis = ("--decide's verdicts (decisions section), valid for how its seeds were added"
-             if decided else f"Holm-adjusted p ≤ {p.policy.alpha:g} over the table's {p.verdicts.height} effects")
+    counts = Paragraph(" · ".join(f"{n} {v}" for v, n in Counter(p.verdicts["verdict"].to_list()).most_common()))
+    if (p.data.decisions or {}).get("verdicts"):
+        return [_decided_intro(p, unit), counts,
+                _decided_table(p.verdicts, unit, p.data.metric, p.limits.verdicts)]
     return [
         Paragraph(f"Effect of each trick set on {p.data.metric} against the baseline of the same "
                   f"model and task, its confidence interval and p (uncorrected numbers), and its price in "
-                  f"{unit}. Labels come from {basis}. Worth it: a significant gain at most "
+                  f"{unit}. Labels come from Holm-adjusted p ≤ {p.policy.alpha:g} over the table's "
+                  f"{p.verdicts.height} effects. Worth it: a significant gain at most "
                   f"{p.policy.max_hours_per_point:g}× a baseline run's hours per point "
                   f"(1 point = {p.policy.point:g} of {p.data.metric}). Harmful in combination: part "
                   "of a combination the interaction detector flags, whatever it does alone."),
-        Paragraph(" · ".join(f"{n} {v}" for v, n in counts.most_common())),
+        counts,
         _verdict_table(p.verdicts, unit, p.data.metric, p.limits.verdicts),
     ]
+
+
+def _decided_intro(p: Parts, unit: str) -> Paragraph:
+    estimands = sorted({v.estimand for v in p.data.decisions["verdicts"]})
+    about = "; ".join(f"“{ON_ESTIMAND.get(e, e)}”: {ESTIMAND_TEXT.get(e, e)}" for e in estimands)
+    return Paragraph(
+        f"Labels are --decide's verdicts (decisions section), each naming what it is about ({about}). "
+        f"Effect on {p.data.metric} against the baseline of the same model and task, and the anytime-valid "
+        "confidence sequence the label rests on (family-wise over every label and wave, not a per-row 95% CI), "
+        "on the seeds it rests on of the runs of the least-sampled arm, with the scores --decide read (the eval "
+        "design's where it had one); then how many runs of the trick and of the baseline collapsed and what the "
+        f"collapse verdict says, and its price in {unit}. Collapses more often: the trick's collapse rate is "
+        "significantly above the baseline's, whatever pass@1 does on the other seeds. Worth it: a significant "
+        f"gain at most {p.policy.max_hours_per_point:g}× a baseline run's hours per point "
+        f"(1 point = {p.policy.point:g} of {p.data.metric}). Harmful in combination: part of a combination "
+        "whose interaction --decide found significantly negative, or whose collapse rate it found above what "
+        "its singles predict.")
 
 
 def _or(blocks: list[Block], empty: str) -> list[Block]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from grpo_lab.report import write_report
-from tests.report.conftest import make_data
+from tests.report.conftest import make_data, verdict
 
 VARIANCE = pl.DataFrame([{"model": "tiny", "task": "math", "seeds": 2.0, "problems": 200, "sd_seed": 0.01,
                           "sd_resid": 0.3, "sd_arm_problem": 0.02, "share_seed": 0.25, "share_eval": 0.75,
@@ -18,12 +18,9 @@ DECISIONS = {
     "waves": [{"wave": 0, "hours": 0.5, "runs": 26, "significant": 1, "equivalent": 0, "open": 2, "added": 4},
               {"wave": 1, "hours": 0.6, "runs": 30, "significant": 1, "equivalent": 1, "open": 1, "added": 0}],
     "verdicts": [
-        {"name": "tiny/math/effect:g16", "kind": "effect", "model": "tiny", "task": "math", "target": "g16",
-         "est": 0.05, "radius": 0.02, "verdict": "significant", "wave": 0, "hours": 0.5},
-        {"name": "tiny/math/effect:kl", "kind": "effect", "model": "tiny", "task": "math", "target": "kl",
-         "est": 0.001, "radius": 0.01, "verdict": "equivalent", "wave": 1, "hours": 0.6},
-        {"name": "tiny/math/interaction:g16+kl", "kind": "interaction", "model": "tiny", "task": "math",
-         "target": "g16+kl", "est": -0.01, "radius": 0.05, "verdict": "open", "wave": None, "hours": None}],
+        verdict("g16", "significant", 0.05, 0.02, seeds=7, runs=9, collapsed=(2, 0)),
+        verdict("kl", "equivalent", 0.001, 0.01, wave=1, hours=0.6),
+        verdict("g16+kl", "open", -0.01, 0.05, kind="interaction", reason="seed cap", wave=None, hours=None)],
 }
 
 
@@ -61,3 +58,48 @@ def test_the_section_says_which_scores_the_eval_design_changed(tmp_path: Path) -
         said[case] = " ".join(write_report(data, tmp_path / case)[1].read_text().split())
     assert "more completions per problem (logic at 32, math at 16; the eval design" in said["design"]
     assert "completions per problem" not in said["none"]
+
+
+OPTIONS = {"alpha": 0.05, "delta": 0.02, "most_seeds": 32, "method": "paired", "sequence": "t", "estimand": "healthy"}
+
+
+def _said(tmp_path: Path, options: dict | None, decisions: dict = DECISIONS) -> str:
+    data = dataclasses.replace(make_data(), decisions={**decisions, "options": options})
+    return " ".join(write_report(data, tmp_path)[1].read_text().split())
+
+
+def test_the_method_sentence_names_the_estimand_the_alpha_split_and_the_guarantee(tmp_path: Path) -> None:
+    said = _said(tmp_path / "healthy", OPTIONS)
+    assert "Estimand: pass@1 on the seeds where no run of the comparison collapsed." in said
+    # K = 3 comparisons: pass@1 labels at 0.05·0.8/3, collapse labels at 0.05·0.2/3
+    assert "(K = 3 comparisons): pass@1 labels at α·0.8/K = 0.013 each" in said
+    assert "collapse labels (betting sequences on the paired collapse indicators) at α·0.2/K = 0.0033 each" in said
+    assert ("Family-wise error ≤ α over every label, at every wave, whenever the sweep stopped, for Gaussian-like "
+            "seed noise on the seeds that did not collapse; collapse labels for any distribution.") in said
+    mean = _said(tmp_path / "mean", {**OPTIONS, "estimand": "mean"})
+    assert "Estimand: mean pass@1 over all seeds, assuming no collapse mode the seeds have not shown" in mean
+    assert "provided no trick has a collapse mode the seeds have not shown" in mean
+    old = _said(tmp_path / "old", {k: v for k, v in OPTIONS.items() if k != "estimand"})
+    assert "recorded before the estimand was an option; no collapse labels" in old
+
+
+def test_every_verdict_row_shows_its_interval_seeds_collapses_and_true_reason(tmp_path: Path) -> None:
+    said = _said(tmp_path, OPTIONS)
+    decisions = said[said.index('<a id="decisions"></a>'):said.index('<a id="costs"></a>')]
+    # g16: ±0.02 around +0.05 on 7 of 9 seeds, 2 of its 9 runs collapsed
+    assert r"| +0.05 | \[+0.03, +0.07\] | 7 of 9 | **higher on seeds that did not collapse** |" in decisions
+    assert "collapsed 2 of 9; baseline 0 of 9; a collapse-rate rise up to 30 points not excluded" in decisions
+    assert "blocked by the seed cap (32 per arm)" in decisions  # the interaction's reason
+    assert "within its budget" not in said and "no effect" not in said
+
+
+def test_a_collapse_more_verdict_is_a_harm_label_in_the_table_and_the_figure(tmp_path: Path) -> None:
+    from grpo_lab.report import prepare
+
+    more = verdict("kl_decay", "equivalent", 0.0, 0.01, collapsed=(6, 0), runs=20, collapse="more",
+                   collapse_span=(0.05, 0.5))
+    data = dataclasses.replace(make_data(), decisions={**DECISIONS, "verdicts": [more], "options": OPTIONS})
+    parts = prepare(data)
+    row = parts.verdicts.filter((pl.col("task") == "math") & (pl.col("tricks") == "kl_decay")).row(0, named=True)
+    assert (row["verdict"], row["tone"]) == ("collapses more often", "bad")
+    assert "anytime-valid confidence sequence its label rests on" in parts.figures["glance"][0].caption

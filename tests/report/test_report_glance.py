@@ -40,7 +40,8 @@ def test_the_forest_has_one_row_per_trick_set_with_its_ci(report_data: ReportDat
 def test_the_forest_keeps_labelled_sets_when_it_caps_rows() -> None:
     verdicts = pl.DataFrame({"model": "m", "task": "t", "tricks": ["big", "small_harm", "mid"],
                              "effect": [0.09, -0.01, 0.05], "ci_low": [-0.1, -0.02, -0.1],
-                             "ci_high": [0.2, -0.005, 0.2], "verdict": ["undecided", "harmful", "undecided"]})
+                             "ci_high": [0.2, -0.005, 0.2], "verdict": ["undecided", "harmful", "undecided"],
+                             "tone": ["warn", "bad", "warn"]})
     (row,) = forest_rows(verdicts, max_rows=2)
     assert row.total_sets == 3 and row.sets == ["big", "small_harm"]
 

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 from scipy import stats
 
 from grpo_lab.report.verdicts import (
+    COLLAPSES_LESS,
+    COLLAPSES_MORE,
     HARMFUL,
     HARMFUL_COMBO,
-    NO_EFFECT,
+    ON_ESTIMAND,
     UNDECIDED,
     WORTH_IT,
     VerdictPolicy,
     verdict_table,
 )
+from tests.report.conftest import verdict
 
 TRICKS = [f"t{i}" for i in range(13)]
 TASKS = ["code", "logic", "math"]
@@ -67,17 +71,89 @@ def test_a_helpful_trick_in_an_additive_pair_with_a_harmful_one_is_not_harmful_i
     assert again["good"] == HARMFUL_COMBO
 
 
-def test_after_decide_the_labels_are_its_verdicts():
-    keys = [("math", "g16"), ("math", "temp"), ("math", "kl")]
-    effects = _effects(np.array([5.0, -5.0, 0.1]), keys)  # fixed-sample CIs: two clear effects
-    decisions = {"waves": [{"wave": 0}], "verdicts": [
-        {"kind": "effect", "model": "m", "task": "math", "target": "g16", "est": 0.05, "verdict": "open"},
-        {"kind": "effect", "model": "m", "task": "math", "target": "temp", "est": -0.05, "verdict": "significant"},
-        {"kind": "effect", "model": "m", "task": "math", "target": "kl", "est": 0.001, "verdict": "equivalent"}]}
+HEALTHY = ON_ESTIMAND["healthy"]
+
+
+def _decided(verdicts, keys, options=None) -> dict:
+    effects = _effects(np.array([5.0, -5.0, 0.1, 0.2][:len(keys)]), keys)  # fixed-sample CIs: two clear effects
+    decisions = {"waves": [{"wave": 0}], "verdicts": verdicts, "options": options or {"most_seeds": 32}}
     table = verdict_table(_stats(keys + [("math", "baseline")]), effects, NO_INTERACTIONS, VerdictPolicy(), decisions)
-    got = {t: (v, why) for t, v, why in table.select("tricks", "verdict", "reason").iter_rows()}
-    assert got["g16"][0] == UNDECIDED and "open" in got["g16"][1]
-    assert got["temp"][0] == HARMFUL and got["kl"][0] == NO_EFFECT and "equivalent" in got["kl"][1]
+    return {r["tricks"]: r for r in table.iter_rows(named=True)}
+
+
+def test_after_decide_the_labels_are_its_verdicts_named_by_their_estimand():
+    keys = [("math", "g16"), ("math", "temp"), ("math", "kl")]
+    got = _decided([verdict("g16", "open", 0.05, 0.08, model="m"),
+                    verdict("temp", "significant", -0.05, 0.02, model="m"),
+                    verdict("kl", "equivalent", 0.001, 0.01, model="m")], keys)
+    assert got["g16"]["verdict"] == UNDECIDED and "still being sampled" in got["g16"]["reason"]
+    assert got["temp"]["verdict"] == f"{HARMFUL} {HEALTHY}" and got["temp"]["tone"] == "bad"
+    assert got["kl"]["verdict"] == f"no change {HEALTHY}" and "±δ" in got["kl"]["reason"]
+
+
+def test_a_healthy_verdict_never_reads_as_plain_no_effect_or_harmful():
+    keys = [("math", "a"), ("math", "b"), ("math", "c")]
+    got = _decided([verdict("a", "equivalent", 0.0, 0.01, model="m"),
+                    verdict("b", "significant", -0.04, 0.01, model="m"),
+                    verdict("c", "significant", 0.04, 0.01, model="m")], keys)
+    for row in got.values():
+        assert row["verdict"] not in ("no effect", HARMFUL, WORTH_IT) and row["verdict"].endswith(HEALTHY)
+        assert "no effect" not in row["verdict"]
+    mean = _decided([verdict("a", "equivalent", 0.0, 0.01, model="m", estimand="mean")], keys[:1])
+    assert mean["a"]["verdict"] == "no change (assuming no unseen collapse mode)"
+
+
+def test_the_table_shows_the_interval_and_seeds_the_label_rests_on():
+    """The fixed-sample CI (±0.02, significant) is not what --decide's open label rests on: the row
+    shows the confidence sequence (±0.08) and its 7 healthy seeds of 9 runs, and no uncorrected p."""
+    keys = [("math", "g16")]
+    row = _decided([verdict("g16", "open", 0.03, 0.08, model="m", seeds=7, runs=9)], keys)["g16"]
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((-0.05, 0.11))
+    assert row["effect"] == pytest.approx(0.03) and (row["seeds"], row["runs"]) == (7, 9)
+    assert row["p_value"] is None and row["p_holm"] is None
+
+
+def test_an_open_verdict_gives_its_true_reason():
+    keys = [("math", "cap"), ("math", "money"), ("math", "going")]
+    got = _decided([verdict("cap", "open", 0.0, 0.05, model="m", reason="seed cap"),
+                    verdict("money", "open", 0.0, 0.05, model="m", reason="budget"),
+                    verdict("going", "open", 0.0, 0.05, model="m", reason="")], keys)
+    assert got["cap"]["reason"].startswith("blocked by the seed cap (32 per arm)")
+    assert got["money"]["reason"].startswith("the budget ran out")
+    assert got["going"]["reason"].startswith("still being sampled when the sweep stopped")
+    assert not any("within its budget" in r["reason"] for r in got.values())
+
+
+def test_a_trick_that_collapses_more_is_labelled_harm_whatever_its_pass1_label():
+    keys = [("math", "up"), ("math", "same"), ("math", "safer")]
+    got = _decided([verdict("up", "significant", 0.03, 0.01, model="m", collapsed=(5, 0), runs=25, seeds=20,
+                            collapse="more", collapse_span=(0.02, 0.4)),
+                    verdict("same", "equivalent", 0.0, 0.01, model="m", collapsed=(4, 0), runs=25,
+                            collapse="more", collapse_span=(0.01, 0.3)),
+                    verdict("safer", "equivalent", 0.0, 0.01, model="m", collapsed=(0, 6), runs=25,
+                            collapse="fewer", collapse_span=(-0.45, -0.05))], keys)
+    for name in ("up", "same"):
+        assert got[name]["verdict"] == COLLAPSES_MORE and got[name]["tone"] == "bad"
+    assert "pass@1 on seeds that did not collapse: worth it" in got["up"]["reason"]
+    assert got["up"]["collapse"].startswith("collapsed 5 of 25; baseline 0 of 25; collapses more often: +2 to +40 points")
+    assert got["safer"]["verdict"] == f"no change {HEALTHY}; {COLLAPSES_LESS}" and got["safer"]["tone"] == "good"
+
+
+def test_beside_every_verdict_the_collapse_counts_and_what_is_not_excluded():
+    keys = [("math", "kl")]
+    row = _decided([verdict("kl", "equivalent", 0.0, 0.01, model="m", collapsed=(1, 0), runs=7,
+                            collapse_span=(-0.2, 0.35))], keys)["kl"]
+    assert row["collapse"] == "collapsed 1 of 7; baseline 0 of 7; a collapse-rate rise up to 35 points not excluded"
+
+
+def test_a_combination_decide_finds_collapsing_more_marks_its_tricks():
+    keys = [("math", "a"), ("math", "b"), ("math", "a+b")]
+    vs = [verdict("a", "equivalent", 0.0, 0.01, model="m"), verdict("b", "equivalent", 0.0, 0.01, model="m"),
+          verdict("a+b", "equivalent", 0.0, 0.01, model="m"),
+          verdict("a+b", "equivalent", 0.0, 0.01, model="m", kind="interaction", collapse="more",
+                  collapse_span=(0.05, 0.5))]
+    got = _decided(vs, keys)
+    assert {t: r["verdict"] for t, r in got.items()} == {t: f"{COLLAPSES_MORE} in combination" for t in ("a", "b", "a+b")}
 
 
 def test_fixed_design_without_effects_labels_follow_the_corrected_tests():
