@@ -190,10 +190,13 @@ def runs_table(sweep: reg.Sweep) -> Table:
     return table
 
 
-def decision_summary(verdicts, sweep_name: str) -> list[str]:
+def decision_summary(verdicts, sweep_name: str, estimands: list[str] | None = None) -> list[str]:
     """The paragraph a sweep ends with, per (model, task), from the report's own verdict table
-    (report/verdicts.py: one set of verdicts): what is decided (with effect and CI), what is
-    not, and the seeds per arm the undecided ones would need."""
+    (report/verdicts.py: one set of verdicts): what is decided (with effect and interval), what
+    is not, and the seeds per arm the undecided ones would need. `estimands`: those of --decide's
+    verdicts when it made the labels (their intervals are its confidence sequences), else None
+    (Holm over the table's effects)."""
+    from grpo_lab.analysis.rule import ESTIMAND_TEXT
     from grpo_lab.report.verdicts import UNDECIDED
 
     def shown(r) -> str:
@@ -212,7 +215,13 @@ def decision_summary(verdicts, sweep_name: str) -> list[str]:
             cost = f" About {max(needs):,} seeds per arm would resolve ±0.02 for all of them." if needs else ""
             words.append(f"Undecided ({len(open_)}): " + "; ".join(shown(r) for r in open_) + "." + cost)
         lines.append(" ".join(words))
-    lines.append(f"Effects vs the baseline with 95% CIs, labels Holm-corrected; details: `grpo-lab report {sweep_name}`.")
+    if estimands:
+        about = "; ".join(ESTIMAND_TEXT[e] for e in sorted(set(estimands)))
+        lines.append(f"Labels from --decide, about {about}, each with the anytime-valid interval it rests on "
+                     f"(family-wise error ≤ α over every label); details: `grpo-lab report {sweep_name}`.")
+    else:
+        lines.append(f"Effects vs the baseline with 95% CIs, labels Holm-corrected; details: "
+                     f"`grpo-lab report {sweep_name}`.")
     return lines
 
 

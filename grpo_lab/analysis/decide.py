@@ -49,6 +49,7 @@ the seeds of a fixed-n t-test); betting's noise-free floor is ~420 seeds per arm
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
@@ -351,9 +352,12 @@ def step(rule: DecisionRule, comps: list[Comparison], outcomes: dict, previous: 
     """The `--decide` loop's step: verdicts on the finished runs' outcomes, what closing each open
     one needs, and the next wave's seeds (at most `slots` runs; n: seeds registered per arm,
     pending included; cost: device-hours of a new seed per arm). An open verdict's reason is what
-    blocks it, "budget" when no slot is left, else "" (seeds were added for it)."""
+    blocks it, "budget" when no slot is left, else "" (seeds were added this wave); it carries the
+    δ it could be decided at within the cap."""
     verdicts = decide(rule, comps, outcomes, previous)
     plan = needs(rule, comps, verdicts, n, cost, budget_left)
     added = allocate(comps, plan, n, cost, slots, rule.most_seeds)
-    why = {p.name: p.blocked or ("" if added else "budget") for p in plan}
-    return Step([v.with_(reason=why[v.name]) if v.name in why else v for v in verdicts], plan, added)
+    why = {p.name: (p.blocked or ("" if added else "budget"), p.delta_at_cap if math.isfinite(p.delta_at_cap) else None)
+           for p in plan}
+    return Step([v.with_(reason=why[v.name][0], delta_at_cap=why[v.name][1]) if v.name in why else v
+                 for v in verdicts], plan, added)

@@ -50,6 +50,8 @@ class Verdict:
     runs: int  # runs of the comparison's least-sampled arm
     collapse: CollapseVerdict
     reason: str = ""  # why an open one stays open (REASONS)
+    # an open one: the smallest margin decidable within the seed cap (None: not computed, or none is)
+    delta_at_cap: float | None = None
     wave: int | None = None  # the wave that decided it
     hours: float | None = None  # the sweep's device-hours when it was decided
 
@@ -76,6 +78,8 @@ class Verdict:
     def as_dict(self) -> dict:
         d = asdict(self)
         d["collapse"] = self.collapse.as_dict()
+        if self.delta_at_cap is not None:
+            d["delta_at_cap"] = _json(self.delta_at_cap)
         for k in ("est", "lower", "upper", "sigma"):
             d[k] = _json(d[k])
         d["collapse"] = {**d["collapse"], **{k: _json(d["collapse"][k]) for k in ("est", "lower", "upper")}}
@@ -92,4 +96,4 @@ class Verdict:
                    lower=-math.inf if d["lower"] is None else float(d["lower"]),
                    upper=math.inf if d["upper"] is None else float(d["upper"]), sigma=_num(d["sigma"]),
                    seeds=int(d["seeds"]), runs=int(d["runs"]), collapse=collapse, reason=d.get("reason", ""),
-                   wave=d.get("wave"), hours=d.get("hours"))
+                   delta_at_cap=d.get("delta_at_cap"), wave=d.get("wave"), hours=d.get("hours"))

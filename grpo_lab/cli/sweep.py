@@ -77,7 +77,8 @@ def plan(
         except ConfigError as exc:
             fail(exc)
         comps = dec.comparisons(plan_arms(p))
-        say_needs(dec.prior_needs(dopts.rule, comps, sd=decide_sd), dopts, lambda line: console.print(escape(line)))
+        say_needs(dec.prior_needs(dopts.rule, comps, sd=decide_sd), dopts, len(comps),
+                  lambda line: console.print(escape(line)))
 
 
 @app.command()
@@ -245,7 +246,7 @@ def verdict_lines(sw) -> list[str]:
     verdicts = verdict_table(run_stats(data.runs), data.effects, data.interactions, VerdictPolicy(), data.decisions)
     if verdicts.is_empty():
         return [f"no verdicts: no trick set has finished runs beside a baseline; `grpo-lab report {sw.name}`"]
-    return decision_summary(verdicts, sw.name)
+    return decision_summary(verdicts, sw.name, [v.estimand for v in (data.decisions or {}).get("verdicts") or []])
 
 
 @app.command()

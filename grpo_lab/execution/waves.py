@@ -268,7 +268,7 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
         if wave == 0:
             flip = replace(rule, estimand="mean" if rule.estimand == "healthy" else "healthy")
             other = dec.needs(flip, comps, dec.decide(flip, comps, scores), seeds, cost, left)
-            say_needs(result.needs, dopts, say, other)
+            say_needs(result.needs, dopts, len(comps), say, other)
         if not result.added:
             session.commit()
             return "budget" if slots <= 0 else "cannot close"
@@ -301,9 +301,11 @@ def choose_design(sweep: reg.Sweep, plan: Plan, comps: list[dec.Comparison], dop
     return {cell: c["multiplier"] * own[cell] for cell, c in choice.items() if c["multiplier"] > 1}
 
 
-def say_needs(plan: list[dec.Need], dopts: DecideOptions, say=print, other: list[dec.Need] | None = None) -> None:
+def say_needs(plan: list[dec.Need], dopts: DecideOptions, family: int, say=print,
+              other: list[dec.Need] | None = None) -> None:
     """Print, per task, the δ decidable at the seed cap (and under the other estimand, `other`'s
-    needs, what it would buy) and the rarest collapse-rate rise the cap can rule out; then, per
+    needs, what it would buy) and the smallest collapse-rate rise the cap can rule out in a family
+    of `family` comparisons (every comparison's collapse verdict, open or not); then, per
     open comparison, the seeds per arm it needs under the rule, whether
     the seed cap or the budget blocks it (the allocator then spends nothing on it), and the δ it
     could be decided at within the cap."""
@@ -311,7 +313,7 @@ def say_needs(plan: list[dec.Need], dopts: DecideOptions, say=print, other: list
     blocked = [p for p in plan if p.blocked]
     rise = collapse.compare((("a", 1.0), ("b", -1.0)), {"a": dict.fromkeys(range(rule.most_seeds), False),
                                                          "b": dict.fromkeys(range(rule.most_seeds), False)},
-                            (-1.0, 1.0), rule.collapse_alpha_each(max(len(plan), 1)), rule.most_seeds).upper
+                            (-1.0, 1.0), rule.collapse_alpha_each(family), rule.most_seeds).upper
     say(f"labels are about {rule.estimand_text}; with no collapse seen in {rule.most_seeds} seeds per arm, "
         f"a collapse-rate rise below {100 * rise:.0f} points cannot be excluded")
     flip = "mean" if rule.estimand == "healthy" else "healthy"

@@ -149,7 +149,9 @@ def open_reason(v: Verdict, most_seeds: int | None = None) -> str:
     rests = f"its interval rests on {v.seeds} of {v.runs} seeds"
     if v.reason == "seed cap":
         cap = f" ({most_seeds} per arm)" if most_seeds else ""
-        return f"blocked by the seed cap{cap}: closing it needs more seeds per arm than the cap allows; {rests}"
+        within = f" (a margin of ±{v.delta_at_cap:.3g} could close within it)" if v.delta_at_cap else ""
+        return (f"blocked by the seed cap{cap}: closing it needs more seeds per arm than the cap allows{within}; "
+                f"{rests}")
     if v.reason == "budget":
         return f"the budget ran out before it could close (it could within the seed cap); {rests}"
     if not v.collapse.counts:  # a verdict stored before the reason was

@@ -239,6 +239,7 @@ def test_step_says_seed_cap_for_a_hopeless_comparison():
     s = step_of(rule(delta=0.001, sequence="betting"), outcomes, slots=4)
     (v,) = s.verdicts
     assert v.label == "open" and v.reason == "seed cap" and s.added == {}
+    assert v.delta_at_cap == pytest.approx(s.needs[0].delta_at_cap) and v.delta_at_cap > 0.001
 
 
 def test_step_says_budget_when_no_slot_is_left():

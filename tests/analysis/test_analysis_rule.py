@@ -83,6 +83,8 @@ def round_trip(v: Verdict) -> Verdict:
 def test_a_decided_verdict_round_trips():
     v = verdict()
     assert round_trip(v) == v
+    blocked = verdict(label="open", reason="seed cap", delta_at_cap=0.034)
+    assert round_trip(blocked) == blocked
 
 
 def test_an_open_verdict_before_any_seed_round_trips_with_its_infinities_and_nans():

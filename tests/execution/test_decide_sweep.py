@@ -69,6 +69,10 @@ def test_decide_adds_waves_records_them_and_resumes_after_a_kill(tmp_path):
     rows = report_rows(session, sweep)
     assert rows["options"] == {**dataclasses.asdict(dopts), "eval_design": []} and rows["options"]["estimand"] == "mean"
     assert_verdicts_count_collapses(rows["verdicts"], sweep, "mean")
+    from grpo_lab.cli.sweep import verdict_lines
+
+    closing = verdict_lines(sweep)[-1]  # the sweep's last line names what its labels are about
+    assert "Labels from --decide, about mean pass@1 over all seeds" in closing and "Holm" not in closing
     session.close()
     again, sweep, session = decide_once(matrix, tmp_path / "ws", dopts)  # nothing new to run or analyse
     assert again == reason and len(sweep.cells) == 8 and len(waves(session, sweep)) == len(rec)

@@ -130,7 +130,7 @@ def written(report_data: ReportData, tmp_path_factory: pytest.TempPathFactory) -
 def verdict(target: str, label: str, est: float, radius: float, *, task: str = "math", model: str = "tiny",
             kind: str = "effect", estimand: str = "healthy", seeds: int = 5, runs: int = 5,
             collapsed: tuple[int, int] = (0, 0), collapse: str = "open", collapse_span: tuple[float, float] = (-0.3, 0.3),
-            reason: str = "", wave: int | None = 0, hours: float | None = 0.5):
+            reason: str = "", wave: int | None = 0, hours: float | None = 0.5, delta_at_cap: float | None = None):
     """A --decide Verdict (analysis/verdict.py) as execution/waves.report_rows returns them: the
     trick arm and the baseline each collapsed `collapsed` of `runs` runs."""
     from grpo_lab.analysis.collapse import CollapseVerdict
@@ -140,4 +140,5 @@ def verdict(target: str, label: str, est: float, radius: float, *, task: str = "
     col = CollapseVerdict(counts, (collapsed[0] - collapsed[1]) / runs, *collapse_span, runs, collapse)
     return Verdict(name=f"{model}/{task}/{kind}:{target}", kind=kind, model=model, task=task, target=target,
                    estimand=estimand, label=label, est=est, lower=est - radius, upper=est + radius, sigma=0.01,
-                   seeds=seeds, runs=runs, collapse=col, reason=reason, wave=wave, hours=hours)
+                   seeds=seeds, runs=runs, collapse=col, reason=reason, wave=wave, hours=hours,
+                   delta_at_cap=delta_at_cap)

@@ -115,10 +115,11 @@ def test_the_table_shows_the_interval_and_seeds_the_label_rests_on():
 
 def test_an_open_verdict_gives_its_true_reason():
     keys = [("math", "cap"), ("math", "money"), ("math", "going")]
-    got = _decided([verdict("cap", "open", 0.0, 0.05, model="m", reason="seed cap"),
+    got = _decided([verdict("cap", "open", 0.0, 0.05, model="m", reason="seed cap", delta_at_cap=0.031),
                     verdict("money", "open", 0.0, 0.05, model="m", reason="budget"),
                     verdict("going", "open", 0.0, 0.05, model="m", reason="")], keys)
     assert got["cap"]["reason"].startswith("blocked by the seed cap (32 per arm)")
+    assert "a margin of ±0.031 could close within it" in got["cap"]["reason"]
     assert got["money"]["reason"].startswith("the budget ran out")
     assert got["going"]["reason"].startswith("still being sampled when the sweep stopped")
     assert not any("within its budget" in r["reason"] for r in got.values())
