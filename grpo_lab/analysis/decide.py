@@ -303,25 +303,39 @@ def allocate(comps: list[Comparison], plan: list[Need], n: dict[Arm, int], cost:
     more seed in each arm of c at m_c (the bottlenecks: a seed elsewhere adds no pair). An arm gets
     nothing once its comparisons are decided or blocked, nor beyond `most` seeds."""
     by_name = {p.name: p for p in plan}
-    live = [c for c in comps if c.name in by_name and not by_name[c.name].blocked]
+    live = [(c.arms(), by_name[c.name].seeds_needed) for c in comps
+            if c.name in by_name and not by_name[c.name].blocked]
     planned, added = dict(n), {}
+
+    def share(i: int) -> dict[Arm, float]:
+        """Comparison i's term of score(a) for each of its bottleneck arms."""
+        arms, need = live[i]
+        have = {arm: planned.get(arm, 0) for arm in arms}
+        m = min(have.values())
+        if m >= need:
+            return {}
+        low = [arm for arm, v in have.items() if v == m]
+        h = sum(max(cost.get(arm, 1.0), 1e-12) for arm in low)
+        return {arm: 1.0 / ((need - m) * h) for arm in low if have[arm] < most}
+
+    # a seed changes only the terms of the comparisons its arm is in: recompute those
+    member: dict[Arm, list[int]] = {}
+    for i, (arms, _) in enumerate(live):
+        for arm in arms:
+            member.setdefault(arm, []).append(i)
+    terms = [share(i) for i in range(len(live))]
     for _ in range(max(slots, 0)):
         score: dict[Arm, float] = {}
-        for c in live:
-            have = {arm: planned.get(arm, 0) for arm in c.arms()}
-            m, need = min(have.values()), by_name[c.name].seeds_needed
-            if m >= need:
-                continue
-            low = [arm for arm, v in have.items() if v == m]
-            h = sum(max(cost.get(arm, 1.0), 1e-12) for arm in low)
-            for arm in low:
-                if have[arm] < most:
-                    score[arm] = score.get(arm, 0.0) + 1.0 / ((need - m) * h)
+        for t in terms:
+            for arm, x in t.items():
+                score[arm] = score.get(arm, 0.0) + x
         if not score:
             break
         best = max(sorted(score), key=score.get)
         planned[best] = planned.get(best, 0) + 1
         added[best] = added.get(best, 0) + 1
+        for i in member[best]:
+            terms[i] = share(i)
     return added
 
 
