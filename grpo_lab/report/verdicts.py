@@ -124,13 +124,15 @@ def on_estimand(v: Verdict) -> str:
 
 
 def collapse_text(v: Verdict) -> str:
-    """'collapsed k of n; baseline k of n' and what the collapse verdict says: the interval of the
+    """'collapsed k of n; [each single of an interaction k of n;] baseline k of n' and what the
+    collapse verdict says: the interval of the
     rate difference (points) when it closed, the largest rise it does not exclude when open."""
     counts = {k: (x, n) for k, x, n in v.collapse.counts}
     if not counts:
         return "collapses not recorded (a verdict from before collapse was an outcome)"
-    shown = [f"{'collapsed' if k == v.target else k} {counts[k][0]} of {counts[k][1]}"
-             for k in (v.target, BASELINE) if k in counts]
+    # the arm it is about first, then an interaction's singles, the baseline last
+    order = [v.target, *sorted(k for k in counts if k not in (v.target, BASELINE)), BASELINE]
+    shown = [f"{'collapsed' if k == v.target else k} {counts[k][0]} of {counts[k][1]}" for k in order if k in counts]
     lo, hi = (100 * v.collapse.lower, 100 * v.collapse.upper)
     if v.collapse.label == "more":
         said = f"collapses more often: +{num(lo)} to +{num(hi)} points" if math.isfinite(hi) else \

@@ -147,6 +147,17 @@ def test_beside_every_verdict_the_collapse_counts_and_what_is_not_excluded():
     assert row["collapse"] == "collapsed 1 of 7; baseline 0 of 7; a collapse-rate rise up to 35 points not excluded"
 
 
+def test_an_interaction_shows_the_collapse_counts_of_its_singles_too():
+    from dataclasses import replace
+
+    from grpo_lab.report.verdicts import collapse_text
+
+    v = verdict("a+b", "open", 0.0, 0.05, kind="interaction", collapsed=(3, 0), runs=8)
+    counts = (("a+b", 3, 8), ("b", 2, 8), ("a", 0, 8), ("baseline", 0, 8))
+    text = collapse_text(v.with_(collapse=replace(v.collapse, counts=counts)))
+    assert text.startswith("collapsed 3 of 8; a 0 of 8; b 2 of 8; baseline 0 of 8; ")
+
+
 def test_a_combination_decide_finds_collapsing_more_marks_its_tricks():
     keys = [("math", "a"), ("math", "b"), ("math", "a+b")]
     vs = [verdict("a", "equivalent", 0.0, 0.01, model="m"), verdict("b", "equivalent", 0.0, 0.01, model="m"),
