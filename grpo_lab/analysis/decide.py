@@ -5,11 +5,8 @@ step, and the only one: execution/waves.py, the validity suite and benchmarks/de
 it with the finished runs' outcomes (arm -> {seed index: Outcome(score, collapsed)}) and get the
 verdicts (analysis/verdict.py) and where the next seeds go.
 
-Comparisons, within one (model, task), over arm means μ_a:
-
-    effect of S        θ = μ_S − μ_B                      (every non-baseline arm)
-    interaction of C   θ = μ_C − Σ_{t∈C} μ_t + (k−1)·μ_B  (observed − additive; every combination
-                                                           whose k singles ran)
+The comparisons are analysis/contrast.py's contrasts θ = Σ c_a·μ_a within one (model, task):
+every effect vs baseline, every interaction vs additive (contrast.contrasts).
 
 μ_a is the rule's estimand: healthy (default), the mean over the seed indices where no run of the
 comparison collapsed (analysis/collapse.py), or mean, over all. Every comparison also gets a
@@ -57,6 +54,7 @@ from typing import NamedTuple
 import numpy as np
 
 from grpo_lab.analysis import betting, collapse, tmix
+from grpo_lab.analysis.contrast import ArmId, Contrast
 from grpo_lab.analysis.rule import DecisionRule
 from grpo_lab.analysis.verdict import Verdict
 
@@ -67,50 +65,9 @@ SEQUENCES = {"t": tmix, "betting": betting}
 # 1 decides as many comparisons as 2 with 5-28% fewer runs; 0.5 starts giving up ones that close.
 PLAN_SE = 1.0
 
-Arm = tuple[str, str, str]  # (model, task, arm key)
-
-
 class Outcome(NamedTuple):
     score: float  # the run's final pass@1 (at the eval design's K where it has one)
     collapsed: bool = False  # analysis/collapse.py's run-level rule
-
-
-@dataclass(frozen=True)
-class Comparison:
-    model: str
-    task: str
-    kind: str  # "effect" | "interaction"
-    target: str  # the arm key it is about
-    coefs: tuple[tuple[str, float], ...]  # (arm key, coefficient)
-
-    @property
-    def name(self) -> str:
-        return f"{self.model}/{self.task}/{self.kind}:{self.target}"
-
-    @property
-    def span(self) -> tuple[float, float]:
-        """Range of a paired difference Σ c_a y_a for scores y_a ∈ [0, 1]."""
-        return (sum(c for _, c in self.coefs if c < 0), sum(c for _, c in self.coefs if c > 0))
-
-    def arms(self) -> list[Arm]:
-        return [(self.model, self.task, k) for k, _ in self.coefs]
-
-
-def comparisons(cells: dict[tuple[str, str], list[str]], baseline: str = "baseline") -> list[Comparison]:
-    """Every effect vs baseline and every interaction vs additive of the cells' arm keys
-    ('+'-joined sorted trick names), in a stable order."""
-    out = []
-    for (model, task), keys in sorted(cells.items()):
-        if baseline not in keys:
-            continue
-        for key in sorted(k for k in keys if k != baseline):
-            out.append(Comparison(model, task, "effect", key, ((key, 1.0), (baseline, -1.0))))
-        for key in sorted(k for k in keys if "+" in k):
-            singles = key.split("+")
-            if all(s in keys for s in singles):
-                coefs = ((key, 1.0), *((s, -1.0) for s in singles), (baseline, len(singles) - 1.0))
-                out.append(Comparison(model, task, "interaction", key, coefs))
-    return out
 
 
 def by_seed(values) -> dict[int, Outcome]:
@@ -119,7 +76,7 @@ def by_seed(values) -> dict[int, Outcome]:
     return {s: v if isinstance(v, Outcome) else Outcome(float(v)) for s, v in raw.items()}
 
 
-def family_size(comps: list[Comparison], method: str) -> int:
+def family_size(comps: list[Contrast], method: str) -> int:
     """K of the Bonferroni split: comparisons (paired) or distinct arms (unpaired)."""
     if method == "paired":
         return len(comps)
@@ -146,7 +103,7 @@ def paired_differences(coefs, arms: dict[str, dict[int, Outcome]], healthy: bool
     return np.array([sum(c * arms[k][s].score for k, c in coefs) for s in shared], float)
 
 
-def _interval(c: Comparison, arms: dict[str, dict[int, Outcome]], a: float, rule: DecisionRule) -> dict:
+def _interval(c: Contrast, arms: dict[str, dict[int, Outcome]], a: float, rule: DecisionRule) -> dict:
     """est, lower, upper, seeds (behind it), sigma (of D, or the noisiest arm's) of one comparison."""
     seq, healthy = SEQUENCES[rule.sequence], rule.estimand == "healthy"
     empty = {"est": np.nan, "lower": -np.inf, "upper": np.inf, "seeds": 0, "sigma": np.nan}
@@ -170,7 +127,7 @@ def _interval(c: Comparison, arms: dict[str, dict[int, Outcome]], a: float, rule
             "seeds": int(min(y.size for y in ys.values())), "sigma": max(sds) if sds else np.nan}
 
 
-def decide(rule: DecisionRule, comps: list[Comparison], outcomes: dict[tuple[str, str], dict[str, object]],
+def decide(rule: DecisionRule, comps: list[Contrast], outcomes: dict[tuple[str, str], dict[str, object]],
            previous: dict[str, Verdict] | None = None, family: int | None = None) -> list[Verdict]:
     """One wave's verdicts. outcomes: (model, task) -> arm key -> {seed index: Outcome} (or
     plain scores, or a list indexed by position). previous: verdicts by name from earlier waves
@@ -205,7 +162,7 @@ def counts(verdicts: list[Verdict]) -> dict[str, int]:
     return {label: sum(v.label == label for v in verdicts) for label in ("significant", "equivalent", "open")}
 
 
-def half_width(c: Comparison, sigma: float, n: float, a: float, rule: DecisionRule, centre: float) -> float:
+def half_width(c: Contrast, sigma: float, n: float, a: float, rule: DecisionRule, centre: float) -> float:
     """The half-width c's sequence reaches with n seeds behind it, for a typical path at `centre`
     with the noise `sigma` seen so far (NaN or unknown: 0, the noise-free floor)."""
     sd = float(sigma) if sigma is not None and np.isfinite(sigma) else 0.0
@@ -217,7 +174,7 @@ def half_width(c: Comparison, sigma: float, n: float, a: float, rule: DecisionRu
     return sum(abs(w) * seq.radius(int(n), sd, 0.5, 0.0, 1.0, a, rule.most_seeds) for _, w in c.coefs)
 
 
-def planning_gap(c: Comparison, v: Verdict, rule: DecisionRule) -> tuple[float, float]:
+def planning_gap(c: Contrast, v: Verdict, rule: DecisionRule) -> tuple[float, float]:
     """(gap, θ): the half-width that would close c, and the truth it assumes: the estimate moved
     PLAN_SE standard errors toward the easier verdict, max(|θ̂| + k·se, δ − max(|θ̂| − k·se, 0)),
     so a real effect read low on a noisy early estimate is not given up. Without a noise
@@ -267,8 +224,8 @@ class Need:
     delta_at_cap: float  # the smallest margin it could be shown equivalent at within the cap
 
 
-def needs(rule: DecisionRule, comps: list[Comparison], verdicts: list[Verdict], n: dict[Arm, int],
-          cost: dict[Arm, float], budget_left: float | None = None, family: int | None = None) -> list[Need]:
+def needs(rule: DecisionRule, comps: list[Contrast], verdicts: list[Verdict], n: dict[ArmId, int],
+          cost: dict[ArmId, float], budget_left: float | None = None, family: int | None = None) -> list[Need]:
     """Per open comparison, seeds per arm to close it (the seeds its interval needs, over the share
     of runs that do not collapse), their hours, what blocks it, and the δ decidable at the cap."""
     a = rule.alpha_each(family or family_size(comps, rule.method))
@@ -292,8 +249,8 @@ def needs(rule: DecisionRule, comps: list[Comparison], verdicts: list[Verdict], 
     return out
 
 
-def allocate(comps: list[Comparison], plan: list[Need], n: dict[Arm, int], cost: dict[Arm, float],
-             slots: int, most: int) -> dict[Arm, int]:
+def allocate(comps: list[Contrast], plan: list[Need], n: dict[ArmId, int], cost: dict[ArmId, float],
+             slots: int, most: int) -> dict[ArmId, int]:
     """The next wave: `slots` runs, one at a time to the arm whose next seed does the most for the
     comparisons that can still close (plan's needs with blocked == ""):
 
@@ -307,8 +264,8 @@ def allocate(comps: list[Comparison], plan: list[Need], n: dict[Arm, int], cost:
             if c.name in by_name and not by_name[c.name].blocked]
     planned, added = dict(n), {}
 
-    def share(i: int) -> dict[Arm, float]:
-        """Comparison i's term of score(a) for each of its bottleneck arms."""
+    def share(i: int) -> dict[ArmId, float]:
+        """Contrast i's term of score(a) for each of its bottleneck arms."""
         arms, need = live[i]
         have = {arm: planned.get(arm, 0) for arm in arms}
         m = min(have.values())
@@ -319,13 +276,13 @@ def allocate(comps: list[Comparison], plan: list[Need], n: dict[Arm, int], cost:
         return {arm: 1.0 / ((need - m) * h) for arm in low if have[arm] < most}
 
     # a seed changes only the terms of the comparisons its arm is in: recompute those
-    member: dict[Arm, list[int]] = {}
+    member: dict[ArmId, list[int]] = {}
     for i, (arms, _) in enumerate(live):
         for arm in arms:
             member.setdefault(arm, []).append(i)
     terms = [share(i) for i in range(len(live))]
     for _ in range(max(slots, 0)):
-        score: dict[Arm, float] = {}
+        score: dict[ArmId, float] = {}
         for t in terms:
             for arm, x in t.items():
                 score[arm] = score.get(arm, 0.0) + x
@@ -339,7 +296,7 @@ def allocate(comps: list[Comparison], plan: list[Need], n: dict[Arm, int], cost:
     return added
 
 
-def prior_needs(rule: DecisionRule, comps: list[Comparison], sd: float = 0.0) -> list[Need]:
+def prior_needs(rule: DecisionRule, comps: list[Contrast], sd: float = 0.0) -> list[Need]:
     """Before any run, the needs of a null comparison with no collapse: the seeds per arm to show
     it equivalent within ±δ when one run's score has standard deviation `sd` (paired contrasts
     taken as if unpaired, sd·√Σc², which pairing can only shrink; sd = 0 gives the noise-free
@@ -358,11 +315,11 @@ def prior_needs(rule: DecisionRule, comps: list[Comparison], sd: float = 0.0) ->
 class Step:
     verdicts: list[Verdict]  # every comparison, open ones with the reason they are open
     needs: list[Need]  # the open ones' needs
-    added: dict[Arm, int]  # seeds to add per arm (empty: the loop stops)
+    added: dict[ArmId, int]  # seeds to add per arm (empty: the loop stops)
 
 
-def step(rule: DecisionRule, comps: list[Comparison], outcomes: dict, previous: dict[str, Verdict] | None,
-         n: dict[Arm, int], cost: dict[Arm, float], slots: int, budget_left: float | None = None) -> Step:
+def step(rule: DecisionRule, comps: list[Contrast], outcomes: dict, previous: dict[str, Verdict] | None,
+         n: dict[ArmId, int], cost: dict[ArmId, float], slots: int, budget_left: float | None = None) -> Step:
     """The `--decide` loop's step: verdicts on the finished runs' outcomes, what closing each open
     one needs, and the next wave's seeds (at most `slots` runs; n: seeds registered per arm,
     pending included; cost: device-hours of a new seed per arm). An open verdict's reason is what

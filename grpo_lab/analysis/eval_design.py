@@ -40,13 +40,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_lab.analysis import decide as dec
+from grpo_lab.analysis.contrast import ArmId, Contrast
 from grpo_lab.analysis.rule import DecisionRule
 from grpo_lab.analysis.verdict import Verdict
 
 MULTIPLIERS = (1, 2, 4, 8, 16)
 CAP_SHARE = 0.9
-
-Arm = dec.Arm
 
 
 @dataclass(frozen=True)
@@ -83,8 +82,8 @@ def sampling_var(rows: list[dict]) -> float:
     return total / len(rows) ** 2
 
 
-def comparison_sampling(c: dec.Comparison, beta: dict[Arm, float], sigma: float, method: str,
-                        run_var: dict[Arm, float] | None = None) -> float:
+def comparison_sampling(c: Contrast, beta: dict[ArmId, float], sigma: float, method: str,
+                        run_var: dict[ArmId, float] | None = None) -> float:
     """b: the part of σ² (the comparison's sd, squared) that the eval's sampling contributes.
     Paired, with the arms' run variances V_a: scaled by ρ = min(1, σ² / Σ c_a² V_a), the share of
     the noise pairing leaves, since arms sharing a seed index share the eval's sampling stream and
@@ -101,12 +100,12 @@ def comparison_sampling(c: dec.Comparison, beta: dict[Arm, float], sigma: float,
     return min(b, CAP_SHARE * sigma**2)
 
 
-def cell_hours(comps: list[dec.Comparison], sigma2: dict[str, float], n: dict[Arm, int], costs: dict[Arm, ArmCost],
-               beta: dict[Arm, float], run_var: dict[Arm, float] | None, m: int, a: float,
+def cell_hours(comps: list[Contrast], sigma2: dict[str, float], n: dict[ArmId, int], costs: dict[ArmId, ArmCost],
+               beta: dict[ArmId, float], run_var: dict[ArmId, float] | None, m: int, a: float,
                rule: DecisionRule) -> tuple[float, int]:
     """(H(m), C(m)) of one cell's open comparisons (module docstring); sigma2: comparison name ->
     the σ² planned with."""
-    need: dict[Arm, float] = {}
+    need: dict[ArmId, float] = {}
     closable = 0
     for c in comps:
         s2 = sigma2.get(c.name)
@@ -129,8 +128,8 @@ def cell_hours(comps: list[dec.Comparison], sigma2: dict[str, float], n: dict[Ar
     return hours, closable
 
 
-def pooled(comps: list[dec.Comparison], verdicts: dict[str, Verdict], method: str,
-           run_var: dict[Arm, float] | None) -> dict[str, float]:
+def pooled(comps: list[Contrast], verdicts: dict[str, Verdict], method: str,
+           run_var: dict[ArmId, float] | None) -> dict[str, float]:
     """The σ² each of one cell's comparisons is planned with: wave 0 leaves a handful of seeds per
     arm, too few for one comparison's variance, so planning pools (the sequences never do): paired,
     the mean σ̂² of the cell's comparisons of the same kind; unpaired, the mean run variance of the
@@ -149,9 +148,9 @@ def pooled(comps: list[dec.Comparison], verdicts: dict[str, Verdict], method: st
     return out
 
 
-def choose(rule: DecisionRule, comps: list[dec.Comparison], verdicts: list[Verdict], n: dict[Arm, int],
-           costs: dict[Arm, ArmCost], beta: dict[Arm, float], *, family: int | None = None, multipliers=MULTIPLIERS,
-           run_var: dict[Arm, float] | None = None, budget_left: float | None = None) -> dict[tuple[str, str], dict]:
+def choose(rule: DecisionRule, comps: list[Contrast], verdicts: list[Verdict], n: dict[ArmId, int],
+           costs: dict[ArmId, ArmCost], beta: dict[ArmId, float], *, family: int | None = None, multipliers=MULTIPLIERS,
+           run_var: dict[ArmId, float] | None = None, budget_left: float | None = None) -> dict[tuple[str, str], dict]:
     """Per (model, task): {"multiplier": m*, "by_multiplier": {m: (H(m), C(m))}} from wave 0's
     verdicts (decide.decide's, for sigma and seeds; their labels are not read: every comparison of the
     cell is planned, so no effect can steer m), seeds per arm n, costs (an arm without any: the
@@ -184,8 +183,8 @@ def choose(rule: DecisionRule, comps: list[dec.Comparison], verdicts: list[Verdi
     return out
 
 
-def choose_after_wave0(rule: DecisionRule, comps: list[dec.Comparison], outcomes: dict, costs: dict[Arm, ArmCost],
-                       beta: dict[Arm, float], budget_left: float | None = None) -> dict[tuple[str, str], dict]:
+def choose_after_wave0(rule: DecisionRule, comps: list[Contrast], outcomes: dict, costs: dict[ArmId, ArmCost],
+                       beta: dict[ArmId, float], budget_left: float | None = None) -> dict[tuple[str, str], dict]:
     """`choose` on wave 0's outcomes ((model, task) -> arm key -> {seed: Outcome}), as the loop
     asks it: their verdicts for the noise, seeds per arm, and the arms' run variances over the runs
     the estimand keeps (healthy: those that did not collapse)."""

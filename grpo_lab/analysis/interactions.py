@@ -9,6 +9,8 @@ quantity is a contrast Σ_j c_j·ȳ_j over trick-set means with Σ_j c_j = 0:
     interaction of C   = C − B − Σ_{t∈C} (t − B)  = observed − expected
     attribution of t∈F = F − F∖{t}                        (leave one out)
 
+The effect and interaction weights are analysis/contrast.py's, the ones `--decide` decides on.
+
 Variance, `variance="pooled"` (default): one seed-to-seed noise σ per (model, task), pooled over
 its trick sets (two-way set + seed residual when every set ran the same seeds, so a seed's shared
 prompt order and sampling stream cancels), se = σ·√(Σ c_j²/n_j) on the pooled degrees of
@@ -33,6 +35,7 @@ import polars as pl
 from scipy.stats import fisher_exact
 
 from grpo_lab.analysis import stats
+from grpo_lab.analysis.contrast import effect_coefs, interaction_coefs
 from grpo_lab.spec.tricks import load_catalog, same_dimension_pairs
 from grpo_lab.util.yamlio import ConfigError, suggest
 from grpo_lab.spec.arm import BASELINE
@@ -41,7 +44,7 @@ VARIANCES = ("pooled", "paired")
 
 
 @dataclass
-class Arm:
+class ArmSeeds:
     """The runs of one trick set in one cell: seed -> metric (replicates averaged)."""
     label: str
     by_seed: dict
@@ -57,13 +60,15 @@ class TaskArms:
     """One (model, task): its arms by canonical trick-set key, and the pooled seed noise."""
     model: str
     task: str
-    arms: dict[str, Arm]
+    arms: dict[str, ArmSeeds]
     sigma: float
     df: float
 
 
 @dataclass(frozen=True)
-class Contrast:
+class Estimate:
+    """A contrast's estimate and standard error (module docstring), and how the se was got."""
+
     est: float
     se: float
     df: float
@@ -99,7 +104,7 @@ def prepare(df: pl.DataFrame, metric: str, logit: bool = False) -> pl.DataFrame:
             .agg(pl.col("label").first(), pl.col("y").mean(), pl.col("collapsed").max()))
 
 
-def pooled_noise(arms: list[Arm]) -> tuple[float, float]:
+def pooled_noise(arms: list[ArmSeeds]) -> tuple[float, float]:
     """(σ, df): seed-to-seed std of one run's metric pooled over arms. Every arm on the same ≥2
     seeds: σ² = Σ_js (y_js − ȳ_j· − ȳ_·s + ȳ)² / ((J−1)(S−1)); otherwise
     σ² = Σ_j Σ_s (y_js − ȳ_j)² / (N − J). (NaN, 0) without replicate seeds."""
@@ -121,7 +126,7 @@ def task_arms(frame: pl.DataFrame) -> list[TaskArms]:
     for (model, task), part in frame.partition_by("model", "task", as_dict=True, maintain_order=True).items():
         arms = {}
         for key, label, seed, y, col in zip(*(part[c].to_list() for c in ("key", "label", "seed", "y", "collapsed"))):
-            arm = arms.setdefault(key, Arm(label, {}, 0.0))
+            arm = arms.setdefault(key, ArmSeeds(label, {}, 0.0))
             arm.by_seed[seed] = y
             arm.collapse += col
         for arm in arms.values():
@@ -131,22 +136,22 @@ def task_arms(frame: pl.DataFrame) -> list[TaskArms]:
     return out
 
 
-def contrast(cell: TaskArms, coefs: dict[str, float], variance: str = "pooled") -> Contrast:
+def estimate(cell: TaskArms, coefs: dict[str, float], variance: str = "pooled") -> Estimate:
     """Σ_j c_j·ȳ_j over the cell's arms, with its standard error (see the module docstring)."""
     arms = [cell.arms[k] for k in coefs]
     c = np.array(list(coefs.values()), float)
     n = np.array([len(a.by_seed) for a in arms], float)
     means = np.array([a.y.mean() for a in arms])
     if variance == "pooled":
-        return Contrast(float(c @ means), cell.sigma * float(np.sqrt((c**2 / n).sum())), cell.df, int(n.min()),
+        return Estimate(float(c @ means), cell.sigma * float(np.sqrt((c**2 / n).sum())), cell.df, int(n.min()),
                         cell.sigma * float(np.sqrt((c**2).sum())), "pooled")
     shared = set.intersection(*(set(a.by_seed) for a in arms))
     if len(shared) >= 2:
         d = c @ np.array([[a.by_seed[s] for s in shared] for a in arms])
         sd = float(d.std(ddof=1))
-        return Contrast(float(d.mean()), sd / np.sqrt(len(d)), len(d) - 1.0, len(d), sd, "paired")
+        return Estimate(float(d.mean()), sd / np.sqrt(len(d)), len(d) - 1.0, len(d), sd, "paired")
     var = np.array([a.y.var(ddof=1) if len(a.by_seed) > 1 else np.nan for a in arms])
-    return Contrast(float(c @ means), float(np.sqrt((c**2 * var / n).sum())), stats.welch_df(c, var, n),
+    return Estimate(float(c @ means), float(np.sqrt((c**2 * var / n).sum())), stats.welch_df(c, var, n),
                     int(n.min()), float(np.sqrt((c**2 * var).sum())), "welch")
 
 
@@ -180,8 +185,8 @@ def _on_shared_seeds(cell: TaskArms, keys: list[str], variance: str) -> TaskArms
     shared = set.intersection(*(set(cell.arms[k].by_seed) for k in keys))
     if variance == "pooled" or len(shared) < 2:
         return cell
-    arms = {k: Arm(cell.arms[k].label, {s: v for s, v in cell.arms[k].by_seed.items() if s in shared},
-                   cell.arms[k].collapse) for k in keys}
+    arms = {k: ArmSeeds(cell.arms[k].label, {s: v for s, v in cell.arms[k].by_seed.items() if s in shared},
+                        cell.arms[k].collapse) for k in keys}
     return TaskArms(cell.model, cell.task, arms, cell.sigma, cell.df)
 
 
@@ -204,7 +209,7 @@ def effects(df: pl.DataFrame, metric: str, *, alpha: float = 0.05, logit: bool =
             if key == BASELINE:
                 continue
             part = _on_shared_seeds(cell, [key, BASELINE], variance)
-            ct = contrast(part, {key: 1.0, BASELINE: -1.0}, variance)
+            ct = estimate(part, dict(effect_coefs(key)), variance)
             rows.append({"model": cell.model, "task": cell.task, "tricks": arm.label,
                          "n_tricks": key.count("+") + 1, "n": ct.n, "baseline": float(part.arms[BASELINE].y.mean()),
                          "mean": float(part.arms[key].y.mean()), "est": ct.est, "se": ct.se, "df": ct.df,
@@ -221,11 +226,11 @@ def _interaction_row(cell: TaskArms, key: str, variance: str) -> dict | None:
         return None
     k = len(tricks)
     part = _on_shared_seeds(cell, [key, *tricks, BASELINE], variance)
-    inter = contrast(part, {key: 1.0, **{t: -1.0 for t in tricks}, BASELINE: k - 1.0}, variance)
-    observed = contrast(part, {key: 1.0, BASELINE: -1.0}, variance)
-    singles = {t: contrast(part, {t: 1.0, BASELINE: -1.0}, variance).est for t in tricks}
+    inter = estimate(part, dict(interaction_coefs(key)), variance)
+    observed = estimate(part, dict(effect_coefs(key)), variance)
+    singles = {t: estimate(part, dict(effect_coefs(t)), variance).est for t in tricks}
     best = max(singles, key=singles.get)
-    vs_best = contrast(part, {key: 1.0, best: -1.0}, variance)
+    vs_best = estimate(part, dict(effect_coefs(key, best)), variance)
     n_combo, n_single = len(cell.arms[key].by_seed), sum(len(cell.arms[t].by_seed) for t in tricks)
     hits_combo = round(cell.arms[key].collapse * n_combo)
     hits_single = round(sum(cell.arms[t].collapse * len(cell.arms[t].by_seed) for t in tricks))
@@ -233,7 +238,7 @@ def _interaction_row(cell: TaskArms, key: str, variance: str) -> dict | None:
     collapse_p = float(_more_collapses_p([[hits_combo, n_combo - hits_combo], [hits_single, n_single - hits_single]]))
     return {
         "model": cell.model, "task": cell.task, "tricks": cell.arms[key].label, "n_tricks": k, "n_seeds": inter.n,
-        "expected": contrast(part, {**{t: 1.0 for t in tricks}, BASELINE: -float(k)}, variance).est,
+        "expected": estimate(part, {**{t: 1.0 for t in tricks}, BASELINE: -float(k)}, variance).est,
         "observed": observed.est, "est": inter.est, "se": inter.se, "df": inter.df, "sd_unit": inter.sd_unit,
         "obs_est": observed.est, "obs_se": observed.se, "obs_df": observed.df,
         "best_est": vs_best.est, "best_se": vs_best.se, "best_df": vs_best.df,

@@ -2,7 +2,7 @@
 validity suite (tests/analysis/test_analysis_decide_validity.py) and benchmarks/decide.py measure.
 
 The sweep: 3 tasks (code, math, logic) x 14 arms (baseline, 11 singles, the six-trick stack, the
-orthogonal four) on one model, so decide.comparisons gives K = 45 (13 effects and 2 interactions
+orthogonal four) on one model, so contrast.contrasts gives K = 45 (13 effects and 2 interactions
 per task). Run i of arm a on a task:
 
     collapsed  z_{a,i} ~ Bernoulli(p_a), drawn apart from everything below; its score ~ U(0, 0.02)
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_lab.analysis import decide as dec
+from grpo_lab.analysis.contrast import Contrast, contrasts
 from grpo_lab.analysis import eval_design as ed
 from grpo_lab.analysis.rule import DecisionRule
 from grpo_lab.analysis.verdict import Verdict
@@ -139,7 +140,7 @@ class Truth:
         return self.healthy if estimand == "healthy" else self.mean
 
 
-def truths(comps: list[dec.Comparison], law: dict[tuple[str, str], dict[str, ArmLaw]], delta: float) -> Truth:
+def truths(comps: list[Contrast], law: dict[tuple[str, str], dict[str, ArmLaw]], delta: float) -> Truth:
     """The estimands' θ from the arms' laws (module docstring), rounded to 12 digits."""
     out: dict[str, dict[str, float]] = {"healthy": {}, "mean": {}, "collapse": {}, "real": {}}
     for c in comps:
@@ -237,7 +238,7 @@ def run_sweep(rule: DecisionRule, case: str, rng: np.random.Generator, budget: f
               scale: float = 1.0, start: int = 2, design: bool = True) -> Sweep:
     """One simulated `--decide` sweep under `case` (waves.run_decide's loop, module docstring)."""
     worlds = {t: draw(case, t, scale, rule.most_seeds, rng) for t in TASKS}
-    comps = dec.comparisons({(MODEL, t): list(ARMS) for t in TASKS})
+    comps = contrasts({(MODEL, t): list(ARMS) for t in TASKS})
     truth = truths(comps, {(MODEL, t): w.law for t, w in worlds.items()}, rule.delta)
     costs = {(MODEL, t, a): arm_cost(t, a) for t in TASKS for a in ARMS}
     n = dict.fromkeys(costs, start)

@@ -68,6 +68,7 @@ def plan(
     show_plan(console, p)
     if decide_delta is not None:  # imported only here: the decide stack pulls in scipy
         from grpo_lab.analysis import decide as dec
+        from grpo_lab.analysis.contrast import contrasts
         from grpo_lab.execution.waves import DecideOptions, plan_arms, say_needs
 
         try:
@@ -76,7 +77,7 @@ def plan(
                 raise ConfigError(f"--decide-sd: {decide_sd} is negative (a run's standard deviation)")
         except ConfigError as exc:
             fail(exc)
-        comps = dec.comparisons(plan_arms(p))
+        comps = contrasts(plan_arms(p))
         say_needs(dec.prior_needs(dopts.rule, comps, sd=decide_sd), dopts, len(comps),
                   lambda line: console.print(escape(line)))
 

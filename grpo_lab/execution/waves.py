@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from grpo_lab.analysis import collapse, eval_design
 from grpo_lab.analysis import decide as dec
+from grpo_lab.analysis.contrast import Contrast, contrasts
 from grpo_lab.analysis.rule import ESTIMANDS, METHODS, SEQUENCES, DecisionRule
 from grpo_lab.analysis.verdict import Verdict
 from grpo_lab.execution import final_evals
@@ -231,7 +232,7 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
     recorded = reg.decide_options(session, sweep)
     dopts.check_continues(recorded, sweep.name)
     rule = dopts.rule
-    comps = dec.comparisons(plan_arms(plan))
+    comps = contrasts(plan_arms(plan))
     devices = {c.model: load_card(c.model).gpus for c in plan.cells}
     choose = lambda: choose_design(sweep, plan, comps, dopts, say,  # noqa: E731
                                    None if budget is None else budget - totals(sweep)["gpu_hours"])
@@ -277,7 +278,7 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
         reg.register_cells(session, sweep, cells, [None] * len(cells), Path(opts.workspace) / "runs", devices)
 
 
-def choose_design(sweep: reg.Sweep, plan: Plan, comps: list[dec.Comparison], dopts: DecideOptions,
+def choose_design(sweep: reg.Sweep, plan: Plan, comps: list[Contrast], dopts: DecideOptions,
                   say=print, budget_left: float | None = None) -> Design:
     """The eval design after wave 0: "auto" asks eval_design.choose per (model, task) (from the
     runs' noise and costs only, on their own final evals; no re-evals beyond `budget_left`); an

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from grpo_lab.analysis import betting, decide
+from grpo_lab.analysis.contrast import contrasts
 from grpo_lab.analysis.decide import Outcome
 from grpo_lab.analysis.rule import DecisionRule
 
@@ -15,15 +16,6 @@ KEYS = ["baseline", "a", "b", "c", "a+b", "a+b+c"]
 
 def rule(**over) -> DecisionRule:
     return DecisionRule(**{"alpha": 0.05, **over})
-
-
-def test_comparisons_are_effects_and_interactions_whose_singles_ran():
-    comps = decide.comparisons({("tiny", "math"): KEYS + ["d+e"]})
-    kinds = [(c.kind, c.target) for c in comps]
-    assert kinds.count(("effect", "d+e")) == 1 and ("interaction", "d+e") not in kinds  # d, e never ran alone
-    inter = next(c for c in comps if c.kind == "interaction" and c.target == "a+b+c")
-    assert dict(inter.coefs) == {"a+b+c": 1.0, "a": -1.0, "b": -1.0, "c": -1.0, "baseline": 2.0}
-    assert sum(w for _, w in inter.coefs) == 0 and inter.span == (-3.0, 3.0)
 
 
 @pytest.mark.parametrize("p", [0.03, 0.5])
@@ -81,7 +73,7 @@ def scores_for(effects: dict, n: int, sd=0.01, seed=0):
 @pytest.mark.parametrize("sequence", decide.SEQUENCES)
 @pytest.mark.parametrize("method", decide.METHODS)
 def test_a_big_effect_is_decided_and_kept_and_small_ones_stay_open_at_few_seeds(method, sequence):
-    comps = decide.comparisons({("m", "t"): KEYS})
+    comps = contrasts({("m", "t"): KEYS})
     r = rule(delta=0.005, method=method, sequence=sequence)
     verdicts = decide.decide(r, comps, scores_for({"a": 0.5}, 40))
     by = {v.name: v for v in verdicts}
@@ -100,7 +92,7 @@ def test_pairing_cancels_a_shared_seed_part(sequence):
     rng = np.random.default_rng(0)
     shared = rng.normal(0, 0.15, 120)
     scores = {("m", "t"): {k: list(np.clip(0.5 + shared + rng.normal(0, 0.01, 120), 0, 1)) for k in ["baseline", "a"]}}
-    comps = decide.comparisons({("m", "t"): ["baseline", "a"]})
+    comps = contrasts({("m", "t"): ["baseline", "a"]})
     (p,) = decide.decide(rule(delta=0.05, most_seeds=120, method="paired", sequence=sequence), comps, scores)
     (u,) = decide.decide(rule(delta=0.05, most_seeds=120, method="unpaired", sequence=sequence), comps, scores)
     assert p.upper - p.lower < 0.8 * (u.upper - u.lower)
@@ -108,7 +100,7 @@ def test_pairing_cancels_a_shared_seed_part(sequence):
 
 @pytest.mark.parametrize("sequence, delta, most", [("betting", 0.02, 32), ("t", 0.002, 12)])  # beyond reach at the cap
 def test_needs_flags_what_the_cap_cannot_close_and_the_margin_it_could(sequence, delta, most):
-    comps = decide.comparisons({("m", "t"): KEYS})
+    comps = contrasts({("m", "t"): KEYS})
     r = rule(delta=delta, most_seeds=most, sequence=sequence)
     verdicts = decide.decide(r, comps, scores_for({"a": 0.5}, 8))
     n = {("m", "t", k): 8 for k in KEYS}
@@ -126,7 +118,7 @@ def test_allocation_goes_to_comparisons_that_can_close_and_prefers_cheap_arms():
     """The allocator's rule on the betting sequence, whose noise-free floor makes "cannot close" exact
     at 3 seeds (the t sequence, on 3 seeds' noise, rightly still hopes)."""
     wide, narrow = rule(delta=0.5, sequence="betting"), rule(delta=0.001, sequence="betting")
-    comps = decide.comparisons({("m", "t"): KEYS})
+    comps = contrasts({("m", "t"): KEYS})
     verdicts = decide.decide(wide, comps, scores_for({"a": 0.3, "c": 0.3}, 3))
     n = {("m", "t", k): 3 for k in KEYS}
     cost = {arm: 1.0 for arm in n}
@@ -151,7 +143,7 @@ def test_allocation_goes_to_comparisons_that_can_close_and_prefers_cheap_arms():
 
 
 def test_allocation_stops_at_the_seed_cap():
-    comps = decide.comparisons({("m", "t"): ["baseline", "a"]})
+    comps = contrasts({("m", "t"): ["baseline", "a"]})
     r = rule(delta=0.5, most_seeds=4)
     verdicts = decide.decide(r, comps, {("m", "t"): {"baseline": [0.3], "a": [0.3]}})
     n = {("m", "t", "baseline"): 3, ("m", "t", "a"): 3}
@@ -161,7 +153,7 @@ def test_allocation_stops_at_the_seed_cap():
 
 
 def test_one_seed_per_arm_still_gets_a_second_wave():
-    comps = decide.comparisons({("m", "t"): KEYS})
+    comps = contrasts({("m", "t"): KEYS})
     r = rule(delta=0.5)
     verdicts = decide.decide(r, comps, scores_for({}, 1))
     assert decide.counts(verdicts)["open"] == len(comps)
@@ -171,7 +163,7 @@ def test_one_seed_per_arm_still_gets_a_second_wave():
 
 
 def test_prior_needs_is_the_noise_free_floor_and_noise_only_raises_it():
-    comps = decide.comparisons({("m", "t"): KEYS})
+    comps = contrasts({("m", "t"): KEYS})
     r = rule(delta=0.02)
     quiet = {p.name: p for p in decide.prior_needs(r, comps, sd=0.0)}
     noisy = {p.name: p for p in decide.prior_needs(r, comps, sd=0.02)}
@@ -199,7 +191,7 @@ def skewed(n: int = 40, share: float = 0.1, lift: float = 0.05, seed: int = 0) -
 def test_the_healthy_estimand_reads_the_seeds_that_did_not_collapse():
     """10% of the trick's seeds at 0, the rest +0.05: on the healthy seeds the lift is +0.05 and
     significant; the mean over all seeds is ≈ 0 (0.9·0.05 − 0.1·0.45)."""
-    comps = decide.comparisons({("m", "t"): ["baseline", "a"]})
+    comps = contrasts({("m", "t"): ["baseline", "a"]})
     outcomes = skewed()
     (h,) = decide.decide(rule(), comps, outcomes)
     (m,) = decide.decide(rule(estimand="mean"), comps, outcomes)
@@ -211,7 +203,7 @@ def test_the_healthy_estimand_reads_the_seeds_that_did_not_collapse():
 
 @pytest.mark.parametrize("method", decide.METHODS)
 def test_the_unpaired_healthy_estimand_drops_each_arms_collapsed_runs(method):
-    comps = decide.comparisons({("m", "t"): ["baseline", "a"]})
+    comps = contrasts({("m", "t"): ["baseline", "a"]})
     (h,) = decide.decide(rule(method=method), comps, skewed())
     (m,) = decide.decide(rule(method=method, estimand="mean"), comps, skewed())
     assert h.est == pytest.approx(0.05, abs=0.003) and abs(m.est) < 0.005
@@ -220,7 +212,7 @@ def test_the_unpaired_healthy_estimand_drops_each_arms_collapsed_runs(method):
 # -- the step -------------------------------------------------------------------------------------
 
 def step_of(r, outcomes, slots, keys=("baseline", "a"), previous=None, budget_left=None):
-    comps = decide.comparisons({("m", "t"): list(keys)})
+    comps = contrasts({("m", "t"): list(keys)})
     n = {("m", "t", k): len(v) for k, v in outcomes[("m", "t")].items()}
     return decide.step(r, comps, outcomes, previous, n, dict.fromkeys(n, 1.0), slots, budget_left)
 

@@ -11,6 +11,7 @@ from scipy import stats
 
 from grpo_lab.analysis import decide
 from grpo_lab.analysis import eval_design as ed
+from grpo_lab.analysis.contrast import contrasts
 from grpo_lab.analysis.decide import Outcome
 from grpo_lab.analysis.rule import DecisionRule
 
@@ -30,7 +31,7 @@ def rule(most: int = 64, **over) -> DecisionRule:
 
 def wave0(s: float, most: int = 64) -> tuple[list, list, dict]:
     """(comparisons, decide.decide's verdicts, seeds per arm) after a wave of three seeds per arm."""
-    comps = decide.comparisons({CELL: ARMS})
+    comps = contrasts({CELL: ARMS})
     scores = {CELL: {k: [0.5 + s * v for v in PATTERN[k]] for k in ARMS}}
     verdicts = decide.decide(rule(most), comps, scores)
     sigma = {v.name.split("/")[-1]: v.sigma for v in verdicts}
@@ -82,7 +83,7 @@ def by_name(comps):
 
 
 def test_paired_sampling_sums_squared_coefficients():
-    comps = by_name(decide.comparisons({CELL: ["baseline", "a", "b", "c", "a+b+c"]}))
+    comps = by_name(contrasts({CELL: ["baseline", "a", "b", "c", "a+b+c"]}))
     assert ed.comparison_sampling(comps["effect:a"], BETA, 1.0, "paired") == pytest.approx(2e-4 + 1e-4)
     # interaction of a three-trick stack: coefficients 1, −1, −1, −1 and 2 on the baseline
     inter = comps["interaction:a+b+c"]
@@ -91,13 +92,13 @@ def test_paired_sampling_sums_squared_coefficients():
 
 
 def test_unpaired_sampling_is_the_noisiest_arms():
-    comps = by_name(decide.comparisons({CELL: ["baseline", "a", "b", "c", "a+b+c"]}))
+    comps = by_name(contrasts({CELL: ["baseline", "a", "b", "c", "a+b+c"]}))
     assert ed.comparison_sampling(comps["effect:a"], BETA, 1.0, "unpaired") == pytest.approx(2e-4)
     assert ed.comparison_sampling(comps["interaction:a+b+c"], BETA, 1.0, "unpaired") == pytest.approx(5e-4)
 
 
 def test_sampling_is_capped_at_a_share_of_the_comparisons_variance():
-    comps = by_name(decide.comparisons({CELL: ["baseline", "a", "b", "c", "a+b+c"]}))
+    comps = by_name(contrasts({CELL: ["baseline", "a", "b", "c", "a+b+c"]}))
     sigma = 0.01  # σ² = 1e-4 < the paired sum 3e-4
     assert ed.comparison_sampling(comps["effect:a"], BETA, sigma, "paired") == pytest.approx(ed.CAP_SHARE * 1e-4)
     assert ed.comparison_sampling(comps["effect:a"], BETA, sigma, "unpaired") == pytest.approx(ed.CAP_SHARE * 1e-4)
@@ -167,7 +168,7 @@ def test_a_comparison_closable_only_at_more_completions_gets_them():
 def test_the_choice_reads_no_effect():
     """Shifting two arms by a large effect (so wave 0 already calls them significant) moves no
     variance, and must not move m: the design plans every comparison, decided or not."""
-    comps = decide.comparisons({CELL: ARMS})
+    comps = contrasts({CELL: ARMS})
     n = {(*CELL, k): 9 for k in ARMS}
     beta = {arm: 0.45 * 0.01**2 for arm in n}
 
@@ -220,7 +221,7 @@ def wave0_outcomes(s: float, collapsed_a: bool) -> dict:
 
 def test_after_wave0_the_design_is_choose_on_the_loops_own_verdicts_seeds_and_run_variances():
     outcomes = wave0_outcomes(0.01, collapsed_a=False)
-    comps = decide.comparisons({CELL: ARMS})
+    comps = contrasts({CELL: ARMS})
     n = {(*CELL, k): 4 for k in ARMS}
     beta = {arm: 0.45 * 0.01**2 for arm in n}
     costs = dict.fromkeys(n, CHEAP)
@@ -234,7 +235,7 @@ def test_the_healthy_design_does_not_plan_on_a_collapsed_runs_noise():
     """One collapsed run (a pass@1 of 0 among 0.5s) makes the mean estimand's σ̂ of every
     comparison with a ≈ 0.25: none closes within the cap. The healthy estimand plans on the runs
     that did not collapse, as without it."""
-    comps = decide.comparisons({CELL: ARMS})
+    comps = contrasts({CELL: ARMS})
     n = {(*CELL, k): 4 for k in ARMS}
     beta = {arm: 0.45 * 0.01**2 for arm in n}
     costs = dict.fromkeys(n, CHEAP)

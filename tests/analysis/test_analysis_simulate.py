@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grpo_lab.analysis import decide as dec
 from grpo_lab.analysis.collapse import CollapseVerdict
+from grpo_lab.analysis.contrast import contrasts
 from grpo_lab.analysis import simulate as sim
 from grpo_lab.analysis.rule import DecisionRule
 
-COMPS = dec.comparisons({(sim.MODEL, t): list(sim.ARMS) for t in sim.TASKS})
+COMPS = contrasts({(sim.MODEL, t): list(sim.ARMS) for t in sim.TASKS})
 
 
 def truth(case: str) -> sim.Truth:
