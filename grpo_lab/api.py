@@ -48,15 +48,23 @@ def report_sweep(sweep_name: str, out: str | Path | None = None, workspace: str 
     from grpo_lab.report import write_report
     from grpo_lab.report.inputs import sweep_data
     from grpo_lab.util.names import inside
-    from grpo_lab.util.yamlio import ConfigError, suggest
 
     with reg.connect(db or reg.default_url(Path(workspace)))() as session:
-        found = reg.get_sweep(session, sweep_name)
-        if found is None:
-            known = [s.name for s in reg.all_sweeps(session)]
-            raise ConfigError(f"no sweep '{sweep_name}'{suggest(sweep_name, known)}")
+        found = _find_sweep(session, sweep_name)
         target = Path(out) if out else inside(Path("reports"), found.name, "sweep name")
         return write_report(sweep_data(found, metric, logit), target)
+
+
+def _find_sweep(session, name: str):
+    """The registered sweep `name`, or one ConfigError line naming the known ones."""
+    from grpo_lab.execution import registry as reg
+    from grpo_lab.util.yamlio import ConfigError, suggest
+
+    found = reg.get_sweep(session, name)
+    if found is None:
+        known = [s.name for s in reg.all_sweeps(session)]
+        raise ConfigError(f"no sweep '{name}'{suggest(name, known)}; sweeps: {', '.join(known) or 'none'}")
+    return found
 
 
 def sweep_results(sweep_name: str, workspace: str | Path = WORKSPACE, db: str | None = None):
@@ -64,16 +72,29 @@ def sweep_results(sweep_name: str, workspace: str | Path = WORKSPACE, db: str | 
     registry knows them: what `grpo-lab interactions SWEEP` analyses."""
     from grpo_lab.analysis.results import frame_from_run_dirs
     from grpo_lab.execution import registry as reg
-    from grpo_lab.util.yamlio import ConfigError, suggest
+    from grpo_lab.util.yamlio import ConfigError
 
-    Session = reg.connect(db or reg.default_url(Path(workspace)))
-    with Session() as session:
-        found = reg.get_sweep(session, sweep_name)
-        if found is None:
-            known = [s.name for s in reg.all_sweeps(session)]
-            raise ConfigError(f"no sweep '{sweep_name}' in {Session.kw['bind'].url}{suggest(sweep_name, known)}; "
-                              f"sweeps: {', '.join(known) or 'none'}")
+    with reg.connect(db or reg.default_url(Path(workspace)))() as session:
+        found = _find_sweep(session, sweep_name)
         done = [c for c in found.cells if c.run.status in reg.DONE]
         if not done:
             raise ConfigError(f"sweep '{sweep_name}' has no finished run yet: run `grpo-lab sweep` first")
         return frame_from_run_dirs([(c.labels(), Path(c.run.out_dir)) for c in done])
+
+
+def predict(sweep_name: str, at: float, workspace: str | Path = WORKSPACE, db: str | None = None,
+            metric: str = "pass@1", level: float = 0.9):
+    """Each arm's compute curve over its finished runs (analysis/curves.py) and its predicted
+    `metric` at compute `at` (device-hours; steps for runs that logged no timings): a list of
+    (ArmFits, Prediction)."""
+    from grpo_lab.analysis import curves
+    from grpo_lab.execution import registry as reg
+    from grpo_lab.util.yamlio import ConfigError
+
+    with reg.connect(db or reg.default_url(Path(workspace)))() as session:
+        found = _find_sweep(session, sweep_name)
+        done = [(c.labels(), Path(c.run.out_dir), c.run.devices) for c in found.cells if c.run.status in reg.DONE]
+    if not done:
+        raise ConfigError(f"sweep '{sweep_name}' has no finished run yet: run `grpo-lab sweep` first")
+    arms = curves.from_run_dirs(done, f"eval/{metric}", level)
+    return [(arm, curves.predict(arm.curve, at)) for arm in arms]

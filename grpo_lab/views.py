@@ -309,3 +309,24 @@ def show_interactions(console: Console, table, metric: str) -> None:
     console.print(out)
     for r in table.filter(table["warnings"] != "").unique(["tricks", "warnings"], maintain_order=True).iter_rows(named=True):
         console.print(f"[yellow]warning:[/] {escape(r['tricks'])}: {escape(r['warnings'])}")
+
+
+def prediction_table(rows, at: float) -> Table:
+    """`grpo-lab predict`: per arm its curve (ceiling A, compute to half the gain C_mid, B) over
+    the seeds that did not collapse, and its predicted pass@1 at `at` (90%: the arm's mean, one
+    more seed), with how far `at` lies beyond the longest fitted run."""
+    table = Table(title=f"compute curves, predicted at {at:g}")
+    for col in ("model", "task", "trick set", "seeds", "collapsed", "ceiling A", "C_mid", "B", "predicted mean",
+                "one more seed", "x longest run"):
+        table.add_column(col, justify="left" if col in ("model", "task", "trick set") else "right")
+
+    def span(i) -> str:
+        return "-" if i.n == 0 else f"{i.est:.3g} [{i.lower:.3g}, {i.upper:.3g}]"
+
+    for arm, p in rows:
+        c = arm.curve
+        longest = max((f.C_last for f in c.runs), default=0.0)
+        table.add_row(arm.model, arm.task, arm.tricks, str(len(c.runs)), str(c.collapsed), span(c.A),
+                      f"{span(c.C_mid)} {arm.unit}", span(c.B), span(p.mean), span(p.seed),
+                      f"{at / longest:.2g}" if longest else "-")
+    return table

@@ -69,3 +69,31 @@ def report(
     except ValueError as exc:  # ConfigError included: no such sweep, runs that cannot be pooled
         fail(ConfigError(escape(str(exc))))
     console.print(f"wrote {html} and {md}")
+
+
+@app.command()
+def predict(
+    sweep_name: str = typer.Argument(..., metavar="SWEEP", help="a sweep name (grpo-lab status lists them)"),
+    at: float = typer.Option(..., "--at", help="compute to predict at, in device-hours (core-hours on CPU); "
+                                              "in steps for runs that logged no timings"),
+    metric: str = typer.Option("pass@1", help="the eval metric to fit"),
+    workspace: Path = typer.Option(Path(".grpo-lab"), help="the sweep's workspace"),
+    db: Optional[str] = typer.Option(None, help="registry SQLAlchemy URL"),
+) -> None:
+    """Fit each arm's compute curve R(C) = R0 + (A - R0)/(1 + (C_mid/C)^B) over its runs and
+    predict its pass@1 at compute --at, with 90% intervals (arm mean, and one more seed)."""
+    from rich.markup import escape
+
+    from grpo_lab.api import predict as predict_arms
+    from grpo_lab.views import prediction_table
+
+    if not at > 0:
+        fail(ConfigError(f"--at: {at} is not a positive amount of compute"))
+    try:
+        rows = predict_arms(sweep_name, at, workspace, db, metric)
+    except ValueError as exc:
+        fail(ConfigError(escape(str(exc))))
+    console.print(prediction_table(rows, at))
+    for arm, _ in rows:
+        for why in arm.unfitted:
+            console.print(f"not fitted: {arm.model} / {arm.task} / {arm.tricks}: {escape(why)}", highlight=False)

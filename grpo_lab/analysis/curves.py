@@ -1,0 +1,217 @@
+"""Compute curves: a run's held-out pass@1 against the compute it had spent, fitted to the
+saturating form of ScaleRL ("The Art of Scaling Reinforcement Learning Compute for LLMs", 2025):
+
+    R(C) = R0 + (A − R0) / (1 + (C_mid / C)^B)
+
+A the ceiling (R as C → ∞), B the efficiency exponent (how sharply the gain arrives), C_mid the
+compute at half the gain, R0 the pass@1 before training (the run's base eval, at C = 0: measured,
+so fixed, not fitted). C is device-hours spent on everything but evals (steps where a run has no
+timings), so an eval schedule does not move a curve.
+
+A run's fit (`fit_run`):
+    transient  points before TRANSIENT of the run's last compute are dropped (the first steps
+               of RL move the format, not the skill; ScaleRL drops its first ~1.5k GPU-h), keeping
+               at least MIN_POINTS of the latest
+    loss       soft-L1 on the residuals with scale LOSS_SCALE (about one eval's sampling sd), so one
+               bad eval point cannot drag the fit the way a square would
+    bounds     A ∈ [0, 1], B ∈ [B_MIN, B_MAX], C_mid ∈ [C_first/20, 50·C_last]; a fit at a bound
+               says so (`at_bound`): its parameter is not identified by the points it had
+    starts     a grid of (B, C_mid) starts, the lowest loss kept
+A run collapsed on its curve when analysis/collapse.py's rule calls the fitted level at its last
+compute, R(C_last), collapsed against R0: the same rule the verdict engine counts, read through
+the fit instead of one noisy eval.
+
+An arm (`arm_curve`) pools its runs that did not collapse (the healthy estimand of
+analysis/rule.py; the collapsed ones are counted beside it): A, B and log C_mid each as a mean
+over seeds with a t interval (n − 1 degrees of freedom), and `predict(arm, C)` the arm's pass@1 at
+any compute: the mean of its runs' fitted R_i(C) with a confidence interval for the arm's mean
+and a prediction interval for one more seed, mean ± t·sd·√(1 + 1/n). The intervals' coverage is
+measured by simulation (tests/analysis/test_analysis_curves.py), not assumed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import optimize
+from scipy import stats as sps
+
+from grpo_lab.analysis import collapse
+
+TRANSIENT = 0.1  # share of the run's last compute whose points are dropped
+MIN_POINTS = 3  # points a fit keeps at least (the latest)
+LOSS_SCALE = 0.02  # soft-L1 scale: residuals beyond it count linearly
+B_MIN, B_MAX = 0.2, 8.0
+EVAL_PHASE = "timing/eval"
+
+
+def saturating(C, R0: float, A: float, B: float, C_mid: float) -> np.ndarray:
+    """R(C) of the module docstring; R(0) = R0. C: array of compute (≥ 0)."""
+    C = np.asarray(C, float)
+    with np.errstate(divide="ignore", over="ignore"):
+        ratio = np.where(C > 0, (C_mid / np.where(C > 0, C, 1.0)) ** B, np.inf)
+    return R0 + (A - R0) / (1.0 + ratio)
+
+
+def series(rows: list[dict], devices: int = 1, metric: str = "eval/pass@1") -> tuple[np.ndarray, np.ndarray]:
+    """(C, R) of a run's metrics.jsonl rows: at each row with `metric`, the device-hours its
+    non-eval phases had taken up to that step (the step itself when rows carry no timings)."""
+    spent, C, R = 0.0, [], []
+    timed = any(k.startswith("timing/") for r in rows for k in r)
+    for r in sorted(rows, key=lambda r: r["step"]):
+        spent += sum(v for k, v in r.items() if k.startswith("timing/") and k != EVAL_PHASE) if timed else 0.0
+        if metric in r and r[metric] is not None and math.isfinite(r[metric]):
+            C.append(spent * devices / 3600 if timed else r["step"] + 1.0)
+            R.append(float(r[metric]))
+    return np.array(C), np.array(R)
+
+
+@dataclass(frozen=True)
+class RunFit:
+    R0: float
+    A: float
+    B: float
+    C_mid: float
+    C_last: float  # the run's last compute point
+    points: int  # points fitted (after the transient)
+    rmse: float  # of the fitted points
+    at_bound: tuple[str, ...]  # parameters the fit pinned to a bound
+    collapsed: bool  # collapse.is_collapsed(R0, R(C_last))
+
+    def at(self, C) -> np.ndarray:
+        return saturating(C, self.R0, self.A, self.B, self.C_mid)
+
+
+def fit_run(C, R, R0: float) -> RunFit:
+    """The robust fit of one run's (C, R) points with its base pass@1 R0 (module docstring)."""
+    C, R = np.asarray(C, float), np.asarray(R, float)
+    keep = C > 0
+    C, R = C[keep], R[keep]
+    if C.size < 2:
+        raise ValueError(f"a curve needs at least 2 eval points after step 0, got {C.size}: evaluate more often "
+                         "(eval.every)")
+    late = C >= TRANSIENT * C.max()
+    if late.sum() < MIN_POINTS:
+        late = np.zeros_like(late)
+        late[np.argsort(C)[-min(MIN_POINTS, C.size):]] = True
+    C, R = C[late], R[late]
+    lo = np.array([0.0, B_MIN, math.log(C.min() / 20)])
+    hi = np.array([1.0, B_MAX, math.log(C.max() * 50)])
+
+    def resid(x):
+        return saturating(C, R0, x[0], x[1], math.exp(x[2])) - R
+
+    best = None
+    for B in (0.7, 1.5, 3.5):
+        for c in (np.median(C), C.max(), 4 * C.max()):
+            x0 = np.clip([float(R[-1]), B, math.log(c)], lo + 1e-9, hi - 1e-9)
+            got = optimize.least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=LOSS_SCALE)
+            if best is None or got.cost < best.cost:
+                best = got
+    A, B, logc = best.x
+    names = ("A", "B", "C_mid")
+    pinned = tuple(n for n, v, a, b in zip(names, best.x, lo, hi) if min(v - a, b - v) < 1e-6 * max(1.0, abs(b - a)))
+    end = float(saturating(C.max(), R0, A, B, math.exp(logc)))
+    return RunFit(float(R0), float(A), float(B), float(math.exp(logc)), float(C.max()), int(C.size),
+                  float(np.sqrt(np.mean(resid(best.x) ** 2))), pinned, collapse.is_collapsed(R0, end))
+
+
+@dataclass(frozen=True)
+class Interval:
+    est: float
+    lower: float
+    upper: float
+    n: int  # seeds it rests on
+
+
+def t_interval(x, level: float = 0.9, new: bool = False) -> Interval:
+    """Mean of x over seeds with its t interval (n − 1 df); new=True: for one more seed's value,
+    ±t·sd·√(1 + 1/n). Fewer than two seeds: unbounded."""
+    x = np.asarray(x, float)
+    n = x.size
+    if n == 0:
+        return Interval(math.nan, -math.inf, math.inf, 0)
+    m = float(x.mean())
+    if n < 2:
+        return Interval(m, -math.inf, math.inf, 1)
+    half = float(sps.t.ppf(0.5 + level / 2, n - 1) * x.std(ddof=1) * math.sqrt((1 if new else 0) + 1 / n))
+    return Interval(m, m - half, m + half, n)
+
+
+@dataclass(frozen=True)
+class ArmCurve:
+    runs: tuple[RunFit, ...]  # the runs that did not collapse on their curve
+    collapsed: int  # runs that did
+    A: Interval  # ceiling
+    B: Interval  # efficiency exponent
+    C_mid: Interval  # compute to half the gain (geometric mean; interval from log C_mid)
+    level: float
+
+
+def arm_curve(fits: list[RunFit], level: float = 0.9) -> ArmCurve:
+    """An arm's curve over its seeds' fits (module docstring)."""
+    healthy = tuple(f for f in fits if not f.collapsed)
+    logc = t_interval([math.log(f.C_mid) for f in healthy], level)
+    return ArmCurve(healthy, len(fits) - len(healthy), t_interval([f.A for f in healthy], level),
+                    t_interval([f.B for f in healthy], level),
+                    Interval(math.exp(logc.est) if logc.n else math.nan, math.exp(logc.lower), math.exp(logc.upper),
+                             logc.n), level)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    C: float
+    mean: Interval  # the arm's mean pass@1 at C (confidence interval)
+    seed: Interval  # one more seed's pass@1 at C (prediction interval)
+
+
+def predict(arm: ArmCurve, C: float) -> Prediction:
+    """The arm's pass@1 at compute C, beyond what was run or within it."""
+    values = [float(f.at(C)) for f in arm.runs]
+    return Prediction(float(C), t_interval(values, arm.level), t_interval(values, arm.level, new=True))
+
+
+@dataclass(frozen=True)
+class ArmFits:
+    """One (model, task, trick set) of a sweep: its arm curve and the runs that could not be fitted."""
+
+    model: str
+    task: str
+    tricks: str  # arm label
+    curve: ArmCurve
+    unfitted: tuple[str, ...]  # "run_id: why"
+    unit: str  # of C: "device-hours", or "steps" where runs logged no timings
+
+
+def from_run_dirs(runs: list[tuple[dict, Path, int]], metric: str = "eval/pass@1",
+                  level: float = 0.9) -> list[ArmFits]:
+    """Per arm, the fits of its runs' folders: (labels {model, task, tricks, run_id}, folder,
+    devices) each, as api.sweep_results labels them."""
+    from grpo_lab.rundir import RunDir
+    from grpo_lab.spec.arm import arm_key
+
+    groups: dict[tuple[str, str, str], list[tuple[dict, Path, int]]] = {}
+    for labels, folder, devices in runs:
+        groups.setdefault((labels["model"], labels["task"], arm_key(labels["tricks"])), []).append(
+            (labels, folder, devices))
+    out = []
+    for (model, task, _), members in sorted(groups.items()):
+        fits, unfitted, units = [], [], set()
+        for labels, folder, devices in members:
+            run = RunDir(folder)
+            summary, rows = run.summary(), run.metrics()
+            base = (summary.base or {}).get(metric) if summary else None
+            try:
+                if base is None:
+                    raise ValueError("no base eval in its summary")
+                C, R = series(rows, devices, metric)
+                fits.append(fit_run(C, R, base))
+                units.add("device-hours" if any(k.startswith("timing/") for r in rows for k in r) else "steps")
+            except ValueError as exc:
+                unfitted.append(f"{labels['run_id']}: {exc}")
+        out.append(ArmFits(model, task, members[0][0]["tricks"], arm_curve(fits, level), tuple(unfitted),
+                           "/".join(sorted(units)) or "-"))
+    return out
