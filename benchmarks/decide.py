@@ -92,8 +92,10 @@ def row(case: str, method: str, got: list, scale: float, seconds: float) -> list
         return f"{k / n:.1%} [{lo:.1%}, {hi:.1%}]"
 
     m = "/".join(f"{np.mean([d[t] for _, _, d in got]):.1f}" for t in sim.TASKS)
+    found = [e.recall for e, _, _ in got if not np.isnan(e.recall)]
+    recall = f"{np.mean(found):.1%}" if found else "-"  # a case with no real effect has nothing to recall
     return [case, f"{scale:g}", method, rate("false_sig"), rate("false_equiv"), rate("false_collapse"),
-            f"{np.mean([e.decided for e, _, _ in got]):.1%}", f"{np.mean([e.recall for e, _, _ in got]):.1%}",
+            f"{np.mean([e.decided for e, _, _ in got]):.1%}", recall,
             f"{np.mean([h for _, h, _ in got]):.2f}", m, f"{seconds:.0f}"]
 
 

@@ -32,6 +32,7 @@ setup SETUP of a run (the ten_tricks runs' phases).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -278,7 +279,7 @@ class Errors:
     false_equiv: bool  # a |θ| ≥ δ comparison called equivalent
     false_collapse: bool  # a collapse label "more"/"fewer" where θ_c = 0 or of the other sign
     decided: float  # share of comparisons with a pass@1 label
-    recall: float  # share of the real effects (Truth.real) called significant with their sign
+    recall: float  # share of the real effects (Truth.real) called significant with their sign (NaN: none)
 
 
 def errors(verdicts: list[Verdict], truth: Truth, delta: float) -> Errors:
@@ -295,4 +296,4 @@ def errors(verdicts: list[Verdict], truth: Truth, delta: float) -> Errors:
             tc = truth.collapse[v.name]
             false_collapse |= abs(tc) < 1e-12 or np.sign(tc) != (1 if v.collapse.label == "more" else -1)
     return Errors(bool(false_sig), bool(false_equiv), bool(false_collapse),
-                  float(np.mean([v.decided for v in verdicts])), found / max(len(truth.real), 1))
+                  float(np.mean([v.decided for v in verdicts])), found / len(truth.real) if truth.real else math.nan)

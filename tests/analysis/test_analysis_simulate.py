@@ -92,6 +92,7 @@ def test_a_sweep_spends_its_budget_and_decides_through_the_real_step():
     assert s.hours <= 3.0 + 64 * per_run
     assert s.runs > len(sim.ARMS) * len(sim.TASKS) * 2  # seeds were added after wave 0
     assert any(v.decided for v in s.verdicts)
+    assert 0.0 <= sim.errors(s.verdicts, s.truth, 0.02).recall <= 1.0  # the mixed truth has real effects
     counted = {len(arms[a]) for arms in s.outcomes.values() for a in arms}
     assert max(counted) <= 32 and min(counted) >= 2
 
@@ -103,6 +104,7 @@ def test_errors_judge_each_label_against_its_own_estimand():
     others = [x.with_(label="open", collapse=open_(x)) for x in s.verdicts if x is not v]
     lifted = v.with_(label="significant", lower=0.01, upper=0.05, collapse=open_(v))
     assert not sim.errors([lifted, *others], s.truth, 0.02).false_sig  # healthy θ > 0: right
+    assert np.isnan(sim.errors([lifted, *others], s.truth, 0.02).recall)  # no real effect to recall
     assert sim.errors([lifted.with_(estimand="mean"), *others], s.truth, 0.02).false_sig  # mean θ = 0
     assert sim.errors([lifted.with_(lower=-0.05, upper=-0.01), *others], s.truth, 0.02).false_sig  # wrong sign
     equiv = lifted.with_(label="equivalent", lower=-0.01, upper=0.01)
