@@ -190,13 +190,12 @@ def runs_table(sweep: reg.Sweep) -> Table:
     return table
 
 
-def decision_summary(verdicts, sweep_name: str, estimands: list[str] | None = None) -> list[str]:
+def decision_summary(verdicts, sweep_name: str, closing: str | None = None) -> list[str]:
     """The paragraph a sweep ends with, per (model, task), from the report's own verdict table
     (report/verdicts.py: one set of verdicts): what is decided (with effect and interval), what
-    is not, and the seeds per arm the undecided ones would need. `estimands`: those of --decide's
-    verdicts when it made the labels (their intervals are its confidence sequences), else None
-    (Holm over the table's effects)."""
-    from grpo_lab.analysis.rule import ESTIMAND_TEXT
+    is not, and the seeds per arm the undecided ones would need. `closing`: what --decide's labels
+    are about and what holds for them, when it made the labels (report/decisions.closing_text);
+    None: Holm over the table's effects."""
     from grpo_lab.report.verdicts import UNDECIDED
 
     def shown(r) -> str:
@@ -215,10 +214,8 @@ def decision_summary(verdicts, sweep_name: str, estimands: list[str] | None = No
             cost = f" About {max(needs):,} seeds per arm would resolve ±0.02 for all of them." if needs else ""
             words.append(f"Undecided ({len(open_)}): " + "; ".join(shown(r) for r in open_) + "." + cost)
         lines.append(" ".join(words))
-    if estimands:
-        about = "; ".join(ESTIMAND_TEXT[e] for e in sorted(set(estimands)))
-        lines.append(f"Labels from --decide, about {about}, each with the anytime-valid interval it rests on "
-                     f"(family-wise error ≤ α over every label); details: `grpo-lab report {sweep_name}`.")
+    if closing:
+        lines.append(f"{closing}; details: `grpo-lab report {sweep_name}`.")
     else:
         lines.append(f"Effects vs the baseline with 95% CIs, labels Holm-corrected; details: "
                      f"`grpo-lab report {sweep_name}`.")

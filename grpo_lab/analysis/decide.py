@@ -55,10 +55,9 @@ import numpy as np
 
 from grpo_lab.analysis import betting, collapse, tmix
 from grpo_lab.analysis.contrast import ArmId, Contrast
-from grpo_lab.analysis.rule import DecisionRule
+from grpo_lab.analysis.rule import METHODS, DecisionRule  # noqa: F401  (METHODS: the pairings, named once)
 from grpo_lab.analysis.verdict import Verdict
 
-METHODS = ("paired", "unpaired")
 # the confidence sequence behind every interval: same interface (bounds, radius), different assumptions
 SEQUENCES = {"t": tmix, "betting": betting}
 # How hopeful planning is about an open comparison (standard errors toward its easier verdict):
@@ -128,13 +127,13 @@ def _interval(c: Contrast, arms: dict[str, dict[int, Outcome]], a: float, rule: 
 
 
 def decide(rule: DecisionRule, comps: list[Contrast], outcomes: dict[tuple[str, str], dict[str, object]],
-           previous: dict[str, Verdict] | None = None, family: int | None = None) -> list[Verdict]:
+           previous: dict[str, Verdict] | None = None) -> list[Verdict]:
     """One wave's verdicts. outcomes: (model, task) -> arm key -> {seed index: Outcome} (or
     plain scores, or a list indexed by position). previous: verdicts by name from earlier waves
-    (a decided pass@1 label is kept as it was). family: K of the Bonferroni split (default
-    family_size)."""
+    (a decided pass@1 label is kept as it was, with the seeds and runs it was decided on; its
+    collapse counts are the current ones)."""
     previous = previous or {}
-    a = rule.alpha_each(family or family_size(comps, rule.method))
+    a = rule.alpha_each(family_size(comps, rule.method))
     a_c = rule.collapse_alpha_each(len(comps))
     cells = {cell: {k: by_seed(v) for k, v in arms.items()} for cell, arms in outcomes.items()}
     out = []
@@ -145,10 +144,10 @@ def decide(rule: DecisionRule, comps: list[Contrast], outcomes: dict[tuple[str, 
         col = collapse.compare(c.coefs, flags, c.span, a_c, rule.most_seeds)
         if old is not None and old.collapse.label != "open":  # a decided collapse label is kept too
             col = replace(old.collapse, counts=col.counts)
-        runs = min(len(arms.get(k, {})) for k, _ in c.coefs)
         if old is not None and old.decided:
-            out.append(old.with_(collapse=col, runs=runs))
+            out.append(old.with_(collapse=col))
             continue
+        runs = min(len(arms.get(k, {})) for k, _ in c.coefs)
         iv = _interval(c, arms, a, rule)
         out.append(Verdict(name=c.name, kind=c.kind, model=c.model, task=c.task, target=c.target,
                            estimand=rule.estimand, label=classify(iv["lower"], iv["upper"], rule.delta),
@@ -225,10 +224,10 @@ class Need:
 
 
 def needs(rule: DecisionRule, comps: list[Contrast], verdicts: list[Verdict], n: dict[ArmId, int],
-          cost: dict[ArmId, float], budget_left: float | None = None, family: int | None = None) -> list[Need]:
+          cost: dict[ArmId, float], budget_left: float | None = None) -> list[Need]:
     """Per open comparison, seeds per arm to close it (the seeds its interval needs, over the share
     of runs that do not collapse), their hours, what blocks it, and the δ decidable at the cap."""
-    a = rule.alpha_each(family or family_size(comps, rule.method))
+    a = rule.alpha_each(family_size(comps, rule.method))
     by_name = {v.name: v for v in verdicts}
     out = []
     for c in comps:

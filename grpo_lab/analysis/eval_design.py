@@ -149,7 +149,7 @@ def pooled(comps: list[Contrast], verdicts: dict[str, Verdict], method: str,
 
 
 def choose(rule: DecisionRule, comps: list[Contrast], verdicts: list[Verdict], n: dict[ArmId, int],
-           costs: dict[ArmId, ArmCost], beta: dict[ArmId, float], *, family: int | None = None, multipliers=MULTIPLIERS,
+           costs: dict[ArmId, ArmCost], beta: dict[ArmId, float], *, multipliers=MULTIPLIERS,
            run_var: dict[ArmId, float] | None = None, budget_left: float | None = None) -> dict[tuple[str, str], dict]:
     """Per (model, task): {"multiplier": m*, "by_multiplier": {m: (H(m), C(m))}} from wave 0's
     verdicts (decide.decide's, for sigma and seeds; their labels are not read: every comparison of the
@@ -158,7 +158,7 @@ def choose(rule: DecisionRule, comps: list[Contrast], verdicts: list[Verdict], n
     pairing taken to cancel no sampling noise). β and V are pooled over the cell's arms, σ² as
     `pooled` says. An m whose re-evals of the seeds there now cost more than `budget_left` (all
     cells' together) is not taken."""
-    a = rule.alpha_each(family or dec.family_size(comps, rule.method))
+    a = rule.alpha_each(dec.family_size(comps, rule.method))
     by_name = {v.name: v for v in verdicts}
     out = {}
     for cell in sorted({(c.model, c.task) for c in comps}):

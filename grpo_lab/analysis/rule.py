@@ -9,7 +9,13 @@ Estimands (what a label is about, named in its wording):
              trajectory, before any comparison), joined to a separate verdict on how often each
              arm collapses. A trick that collapses some seeds and lifts the rest is then "higher
              on seeds that did not collapse" and "collapses more (or: a rise up to U not
-             excluded)", both true; neither can be read as a lift of the mean.
+             excluded)", both true; neither can be read as a lift of the mean. The rule
+             that drops a seed reads its own runs only (so the kept differences stay
+             i.i.d.), but it includes a score threshold (final below half the base): a
+             trick that only widens the spread of its runs can read "higher on seeds that
+             did not collapse", which is true of this estimand and says nothing of the mean.
+             With `method="unpaired"` each arm's own collapsed runs are dropped instead of
+             whole seed indices (the same per-arm healthy means, another seed count).
     mean     the contrast of mean pass@1 over all seeds, collapsed ones included, under the stated
              assumption that no trick has a collapse mode the seeds have not shown yet. Valid for
              Gaussian-like noise; under a skewed null (a trick collapsing 5-20% of seeds and sitting

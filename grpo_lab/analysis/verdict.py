@@ -43,7 +43,7 @@ class Verdict:
     estimand: str  # analysis/rule.py ESTIMANDS
     label: str  # one of LABELS
     est: float  # the contrast's estimate on the seeds below (NaN before any)
-    lower: float  # its confidence sequence at this wave (−inf/+inf before two seeds)
+    lower: float  # its confidence sequence at this wave (−inf/+inf before any seed)
     upper: float
     sigma: float  # sd of the paired differences (unpaired: of the noisiest arm)
     seeds: int  # seed indices the interval rests on (healthy: those where no arm collapsed)

@@ -236,6 +236,7 @@ class SweepView:
 def verdict_lines(sw) -> list[str]:
     """The end-of-sweep paragraph from the report's verdicts; a line saying why when there are none."""
     from grpo_lab.report import VerdictPolicy
+    from grpo_lab.report.decisions import closing_text
     from grpo_lab.report.inputs import sweep_data
     from grpo_lab.report.verdicts import run_stats, verdict_table
     from grpo_lab.views import decision_summary
@@ -247,7 +248,7 @@ def verdict_lines(sw) -> list[str]:
     verdicts = verdict_table(run_stats(data.runs), data.effects, data.interactions, VerdictPolicy(), data.decisions)
     if verdicts.is_empty():
         return [f"no verdicts: no trick set has finished runs beside a baseline; `grpo-lab report {sw.name}`"]
-    return decision_summary(verdicts, sw.name, [v.estimand for v in (data.decisions or {}).get("verdicts") or []])
+    return decision_summary(verdicts, sw.name, closing_text(data.decisions))
 
 
 @app.command()

@@ -143,7 +143,8 @@ STATISTICS = tuple(f.name for f in fields(DecisionRule))  # what a restart may n
 def observe(sweep: reg.Sweep, design: Design | None = None) -> tuple[dict, dict, dict]:
     """(outcomes, seeds, cost): (model, task) -> key -> {seed index: Outcome(final pass@1, collapsed)}
     of finished runs (the score at the design's K where it has one: final_evals.score; collapsed by
-    the run's own trajectory, collapse.from_summary); (model, task, key) -> cells
+    the run's own trajectory, collapse.from_summary; a collapsed run whose eval at K is missing
+    still counts, at its own final eval: the runs likeliest to miss it are the collapsed ones); (model, task, key) -> cells
     registered (pending included); -> mean device-hours of a run (what a new seed costs: its
     eval at K is in its own attempt's hours; wave 0's eval-only re-evals were a one-off)."""
     scores: dict = {}
@@ -154,9 +155,12 @@ def observe(sweep: reg.Sweep, design: Design | None = None) -> tuple[dict, dict,
         seeds[arm] = seeds.get(arm, 0) + 1
         summary = RunDir(cell.run.out_dir).summary() if cell.run.status in reg.DONE else None
         seen = final_evals.score(cell, summary, design or {}) if summary is not None else None
+        fell = summary is not None and collapse.from_summary(summary)
+        if seen is None and fell:  # a collapsed run counts even where its eval at K is missing
+            own = summary.final.get("eval/pass@1")
+            seen = float(own) if own is not None and math.isfinite(own) else 0.0
         if seen is not None:
-            outcome = dec.Outcome(seen, collapse.from_summary(summary))
-            scores.setdefault(arm[:2], {}).setdefault(arm[2], {})[cell.seed] = outcome
+            scores.setdefault(arm[:2], {}).setdefault(arm[2], {})[cell.seed] = dec.Outcome(seen, fell)
             hours.setdefault(arm, []).append(cell.run.gpu_hours)
     every = [h for hs in hours.values() for h in hs]
     fallback = sum(every) / len(every) if every else 1.0

@@ -74,6 +74,19 @@ GUARANTEE = {
 }
 
 
+def closing_text(decisions: dict | None) -> str | None:
+    """What a sweep's last line says its --decide labels are about and what holds for them (None
+    when --decide made no verdict: the labels are then Holm's)."""
+    verdicts, options = (decisions or {}).get("verdicts") or [], (decisions or {}).get("options") or {}
+    if not verdicts:
+        return None
+    estimands = sorted({v.estimand for v in verdicts})
+    about = "; ".join(ESTIMAND_TEXT.get(e, e) for e in estimands)
+    holds = GUARANTEE.get((options.get("sequence", "betting"), estimands[0]), "under its sequence's assumptions")
+    return (f"Labels from --decide, about {about}, each with the anytime-valid interval it rests on: "
+            f"family-wise error ≤ α over every label {holds}")
+
+
 def _method_text(options: dict | None, verdicts: list[Verdict]) -> str:
     """The sentence naming the estimand, sequence, pairing, α split and guarantee of the recorded
     --decide options (waves recorded before the sequence was an option used betting, before the

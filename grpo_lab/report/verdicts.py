@@ -46,6 +46,7 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
+from grpo_lab.analysis import collapse
 from grpo_lab.analysis.stats import holm
 from grpo_lab.analysis.verdict import Verdict
 from grpo_lab.report.inputs import BASELINE, KEYS
@@ -124,15 +125,17 @@ def on_estimand(v: Verdict) -> str:
 
 
 def collapse_text(v: Verdict) -> str:
-    """'collapsed k of n; [each single of an interaction k of n;] baseline k of n' and what the
-    collapse verdict says: the interval of the
+    """'collapsed k of n (≤ U%); [each single of an interaction k of n (≤ U%);] baseline k of n
+    (≤ U%)', U each arm's 95% anytime bound on its collapse rate, and what the collapse verdict
+    says: the interval of the
     rate difference (points) when it closed, the largest rise it does not exclude when open."""
     counts = {k: (x, n) for k, x, n in v.collapse.counts}
     if not counts:
         return "collapses not recorded (a verdict from before collapse was an outcome)"
     # the arm it is about first, then an interaction's singles, the baseline last
     order = [v.target, *sorted(k for k in counts if k not in (v.target, BASELINE)), BASELINE]
-    shown = [f"{'collapsed' if k == v.target else k} {counts[k][0]} of {counts[k][1]}" for k in order if k in counts]
+    shown = [f"{'collapsed' if k == v.target else k} {counts[k][0]} of {counts[k][1]} "
+             f"(≤ {100 * collapse.rate_bounds(*counts[k])[1]:.0f}%)" for k in order if k in counts]
     lo, hi = (100 * v.collapse.lower, 100 * v.collapse.upper)
     if v.collapse.label == "more":
         said = f"collapses more often: +{num(lo)} to +{num(hi)} points" if math.isfinite(hi) else \

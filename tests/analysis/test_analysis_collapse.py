@@ -57,7 +57,7 @@ def test_rate_bounds_cover_the_rate_at_every_look(p):
     for path in flags:
         ever_cs = ever_wald = False
         for n in range(1, looks + 1):
-            lo, hi = collapse.rate_bounds(path[:n], looks)
+            lo, hi = collapse.rate_bounds(int(path[:n].sum()), n)
             ever_cs |= not lo <= p <= hi
             rate = path[:n].mean()
             ever_wald |= abs(rate - p) > 1.96 * np.sqrt(rate * (1 - rate) / n)
@@ -68,12 +68,13 @@ def test_rate_bounds_cover_the_rate_at_every_look(p):
 
 
 def test_rate_bounds_of_no_collapse_shrink_with_seeds():
-    lo8, hi8 = collapse.rate_bounds([False] * 8, 32)
-    lo32, hi32 = collapse.rate_bounds([False] * 32, 32)
+    lo8, hi8 = collapse.rate_bounds(0, 8)
+    lo32, hi32 = collapse.rate_bounds(0, 32)
     assert lo8 == lo32 == 0.0 and 0 < hi32 < hi8
-    assert hi32 < 0.15  # 0 of 32 seeds: a rate above ~12% is excluded
-    lo, hi = collapse.rate_bounds([True] * 16 + [False] * 16, 32)
-    assert 0 < lo < 0.5 < hi < 1
+    assert hi32 < 0.16  # 0 of 32 seeds: a rate above ~15% is excluded
+    lo, hi = collapse.rate_bounds(16, 32)
+    assert 0 < lo < 0.5 < hi < 1 and hi - 0.5 == pytest.approx(0.5 - lo)  # symmetric at half
+    assert collapse.rate_bounds(32, 32)[1] == 1.0 and collapse.rate_bounds(0, 0) == (0.0, 1.0)
 
 
 # -- compare ---------------------------------------------------------------------------------------

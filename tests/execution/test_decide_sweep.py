@@ -73,6 +73,7 @@ def test_decide_adds_waves_records_them_and_resumes_after_a_kill(tmp_path):
 
     closing = verdict_lines(sweep)[-1]  # the sweep's last line names what its labels are about
     assert "Labels from --decide, about mean pass@1 over all seeds" in closing and "Holm" not in closing
+    assert "for any distribution of a run's score, collapsed seeds included" in closing  # betting's guarantee
     session.close()
     again, sweep, session = decide_once(matrix, tmp_path / "ws", dopts)  # nothing new to run or analyse
     assert again == reason and len(sweep.cells) == 8 and len(waves(session, sweep)) == len(rec)

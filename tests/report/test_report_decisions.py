@@ -88,7 +88,7 @@ def test_every_verdict_row_shows_its_interval_seeds_collapses_and_true_reason(tm
     decisions = said[said.index('<a id="decisions"></a>'):said.index('<a id="costs"></a>')]
     # g16: ±0.02 around +0.05 on 7 of 9 seeds, 2 of its 9 runs collapsed
     assert r"| +0.05 | \[+0.03, +0.07\] | 7 of 9 | **higher on seeds that did not collapse** |" in decisions
-    assert "collapsed 2 of 9; baseline 0 of 9; a collapse-rate rise up to 30 points not excluded" in decisions
+    assert "collapsed 2 of 9 (≤ 70%); baseline 0 of 9 (≤ 41%); a collapse-rate rise up to 30 points not excluded" in decisions
     assert "blocked by the seed cap (32 per arm)" in decisions  # the interaction's reason
     assert "within its budget" not in said and "no effect" not in said
 

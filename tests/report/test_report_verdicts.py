@@ -136,7 +136,7 @@ def test_a_trick_that_collapses_more_is_labelled_harm_whatever_its_pass1_label()
     for name in ("up", "same"):
         assert got[name]["verdict"] == COLLAPSES_MORE and got[name]["tone"] == "bad"
     assert "pass@1 on seeds that did not collapse: worth it" in got["up"]["reason"]
-    assert got["up"]["collapse"].startswith("collapsed 5 of 25; baseline 0 of 25; collapses more often: +2 to +40 points")
+    assert got["up"]["collapse"].startswith("collapsed 5 of 25 (≤ 50%); baseline 0 of 25 (≤ 19%); collapses more often: +2 to +40 points")
     assert got["safer"]["verdict"] == f"no change {HEALTHY}; {COLLAPSES_LESS}" and got["safer"]["tone"] == "good"
 
 
@@ -144,7 +144,7 @@ def test_beside_every_verdict_the_collapse_counts_and_what_is_not_excluded():
     keys = [("math", "kl")]
     row = _decided([verdict("kl", "equivalent", 0.0, 0.01, model="m", collapsed=(1, 0), runs=7,
                             collapse_span=(-0.2, 0.35))], keys)["kl"]
-    assert row["collapse"] == "collapsed 1 of 7; baseline 0 of 7; a collapse-rate rise up to 35 points not excluded"
+    assert row["collapse"] == "collapsed 1 of 7 (≤ 67%); baseline 0 of 7 (≤ 48%); a collapse-rate rise up to 35 points not excluded"
 
 
 def test_an_interaction_shows_the_collapse_counts_of_its_singles_too():
@@ -155,7 +155,7 @@ def test_an_interaction_shows_the_collapse_counts_of_its_singles_too():
     v = verdict("a+b", "open", 0.0, 0.05, kind="interaction", collapsed=(3, 0), runs=8)
     counts = (("a+b", 3, 8), ("b", 2, 8), ("a", 0, 8), ("baseline", 0, 8))
     text = collapse_text(v.with_(collapse=replace(v.collapse, counts=counts)))
-    assert text.startswith("collapsed 3 of 8; a 0 of 8; b 2 of 8; baseline 0 of 8; ")
+    assert text.startswith("collapsed 3 of 8 (≤ 84%); a 0 of 8 (≤ 44%); b 2 of 8 (≤ 75%); baseline 0 of 8 (≤ 44%); ")
 
 
 def test_a_combination_decide_finds_collapsing_more_marks_its_tricks():
