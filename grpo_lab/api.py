@@ -67,27 +67,9 @@ def _find_sweep(session, name: str):
     return found
 
 
-def sweep_results(sweep_name: str, workspace: str | Path = WORKSPACE, db: str | None = None):
-    """The results frame (analysis/results.py) of a sweep's finished runs, labelled as the
-    registry knows them: what `grpo-lab interactions SWEEP` analyses."""
-    from grpo_lab.analysis.results import frame_from_run_dirs
-    from grpo_lab.execution import registry as reg
-    from grpo_lab.util.yamlio import ConfigError
-
-    with reg.connect(db or reg.default_url(Path(workspace)))() as session:
-        found = _find_sweep(session, sweep_name)
-        done = [c for c in found.cells if c.run.status in reg.DONE]
-        if not done:
-            raise ConfigError(f"sweep '{sweep_name}' has no finished run yet: run `grpo-lab sweep` first")
-        return frame_from_run_dirs([(c.labels(), Path(c.run.out_dir)) for c in done])
-
-
-def predict(sweep_name: str, at: float, workspace: str | Path = WORKSPACE, db: str | None = None,
-            metric: str = "pass@1", level: float = 0.9):
-    """Each arm's compute curve over its finished runs (analysis/curves.py) and its predicted
-    `metric` at compute `at` (device-hours; steps for runs that logged no timings): a list of
-    (ArmFits, Prediction)."""
-    from grpo_lab.analysis import curves
+def _finished_runs(sweep_name: str, workspace: str | Path, db: str | None) -> list[tuple[dict, Path, int]]:
+    """(labels, run folder, devices) of a sweep's finished runs; one ConfigError line when the
+    sweep is unknown or has none yet."""
     from grpo_lab.execution import registry as reg
     from grpo_lab.util.yamlio import ConfigError
 
@@ -96,5 +78,23 @@ def predict(sweep_name: str, at: float, workspace: str | Path = WORKSPACE, db: s
         done = [(c.labels(), Path(c.run.out_dir), c.run.devices) for c in found.cells if c.run.status in reg.DONE]
     if not done:
         raise ConfigError(f"sweep '{sweep_name}' has no finished run yet: run `grpo-lab sweep` first")
-    arms = curves.from_run_dirs(done, f"eval/{metric}", level)
+    return done
+
+
+def sweep_results(sweep_name: str, workspace: str | Path = WORKSPACE, db: str | None = None):
+    """The results frame (analysis/results.py) of a sweep's finished runs, labelled as the
+    registry knows them: what `grpo-lab interactions SWEEP` analyses."""
+    from grpo_lab.analysis.results import frame_from_run_dirs
+
+    return frame_from_run_dirs([(labels, folder) for labels, folder, _ in _finished_runs(sweep_name, workspace, db)])
+
+
+def predict(sweep_name: str, at: float, workspace: str | Path = WORKSPACE, db: str | None = None,
+            metric: str = "pass@1", level: float = 0.9):
+    """Each arm's compute curve over its finished runs (analysis/curves.py) and its predicted
+    `metric` at compute `at` (device-hours; steps for runs that logged no timings): a list of
+    (ArmFits, Prediction)."""
+    from grpo_lab.analysis import curves
+
+    arms = curves.from_run_dirs(_finished_runs(sweep_name, workspace, db), f"eval/{metric}", level)
     return [(arm, curves.predict(arm.curve, at)) for arm in arms]

@@ -56,11 +56,16 @@ def saturating(C, R0: float, A: float, B: float, C_mid: float) -> np.ndarray:
     return R0 + (A - R0) / (1.0 + ratio)
 
 
+def is_timed(rows: list[dict]) -> bool:
+    """Whether a run's metrics rows carry phase timings (else its compute axis is steps)."""
+    return any(k.startswith("timing/") for r in rows for k in r)
+
+
 def series(rows: list[dict], devices: int = 1, metric: str = "eval/pass@1") -> tuple[np.ndarray, np.ndarray]:
     """(C, R) of a run's metrics.jsonl rows: at each row with `metric`, the device-hours its
     non-eval phases had taken up to that step (the step itself when rows carry no timings)."""
     spent, C, R = 0.0, [], []
-    timed = any(k.startswith("timing/") for r in rows for k in r)
+    timed = is_timed(rows)
     for r in sorted(rows, key=lambda r: r["step"]):
         spent += sum(v for k, v in r.items() if k.startswith("timing/") and k != EVAL_PHASE) if timed else 0.0
         if metric in r and r[metric] is not None and math.isfinite(r[metric]):
@@ -209,7 +214,7 @@ def from_run_dirs(runs: list[tuple[dict, Path, int]], metric: str = "eval/pass@1
                     raise ValueError("no base eval in its summary")
                 C, R = series(rows, devices, metric)
                 fits.append(fit_run(C, R, base))
-                units.add("device-hours" if any(k.startswith("timing/") for r in rows for k in r) else "steps")
+                units.add("device-hours" if is_timed(rows) else "steps")
             except ValueError as exc:
                 unfitted.append(f"{labels['run_id']}: {exc}")
         out.append(ArmFits(model, task, members[0][0]["tricks"], arm_curve(fits, level), tuple(unfitted),
