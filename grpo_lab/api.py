@@ -98,3 +98,13 @@ def predict(sweep_name: str, at: float, workspace: str | Path = WORKSPACE, db: s
 
     arms = curves.from_run_dirs(_finished_runs(sweep_name, workspace, db), f"eval/{metric}", level)
     return [(arm, curves.predict(arm.curve, at)) for arm in arms]
+
+
+def curve_verdicts(sweep_name: str, workspace: str | Path = WORKSPACE, db: str | None = None,
+                   metric: str = "pass@1", alpha: float = 0.05):
+    """Each trick set against its cell's baseline on the ceiling A and on the speed C_mid of
+    their compute curves (analysis/curve_verdicts.py): a list of CurveVerdict."""
+    from grpo_lab.analysis import curve_verdicts as cvd
+    from grpo_lab.analysis import curves
+
+    return cvd.verdicts(curves.from_run_dirs(_finished_runs(sweep_name, workspace, db), f"eval/{metric}"), alpha)

@@ -327,3 +327,22 @@ def prediction_table(rows, at: float) -> Table:
                       f"{span(c.C_mid)} {arm.unit}", span(c.B), span(p.mean), span(p.seed),
                       f"{at / longest:.2g}" if longest else "-")
     return table
+
+
+def curve_verdict_table(verdicts) -> Table:
+    """`grpo-lab predict`: each trick set's ceiling and speed verdicts (analysis/curve_verdicts.py)."""
+    level = verdicts[0].level if verdicts else 0.95
+    table = Table(title=f"ceiling and speed vs baseline ({level:.2%} intervals, all labels together at 95%)")
+    for col in ("model", "task", "trick set", "runs", "ΔA", "C_mid ratio", "ceiling", "speed"):
+        table.add_column(col, justify="right" if col in ("runs", "ΔA", "C_mid ratio") else "left")
+
+    def span(i) -> str:
+        return "-" if i.n < 2 else f"{i.est:+.3f} [{i.lower:+.3f}, {i.upper:+.3f}]"
+
+    def ratio(i) -> str:
+        return "-" if i.n < 2 else f"{i.est:.2g} [{i.lower:.2g}, {i.upper:.2g}]"
+
+    for v in verdicts:
+        table.add_row(v.model, v.task, v.tricks, f"{v.runs[0]}/{v.runs[1]}", span(v.ceiling), ratio(v.speed),
+                      v.ceiling_label, v.speed_label)
+    return table

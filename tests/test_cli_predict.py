@@ -41,6 +41,8 @@ def test_the_cli_prints_the_curves_and_refuses_bad_input_in_one_line(swept):
     res = runner.invoke(app, ["predict", "curves", "--at", "1", "--workspace", str(swept)], env={"COLUMNS": "220"})
     assert res.exit_code == 0, res.output
     assert "compute curves, predicted at 1" in res.output and "ema_reference" in res.output
+    # 2 seeds of 6-step runs cannot carry a ceiling label; the verdict table says so and why
+    assert "ceiling and speed vs baseline" in res.output and "interval too wide at 2 and 2" in res.output
     bad = runner.invoke(app, ["predict", "curvs", "--at", "1", "--workspace", str(swept)], env={"COLUMNS": "220"})
     assert bad.exit_code != 0 and "no sweep 'curvs'" in bad.output and "curves" in bad.output
     assert "Traceback" not in bad.output

@@ -84,16 +84,23 @@ def predict(
     predict its pass@1 at compute --at, with 90% intervals (arm mean, and one more seed)."""
     from rich.markup import escape
 
+    from grpo_lab.api import curve_verdicts
     from grpo_lab.api import predict as predict_arms
-    from grpo_lab.views import prediction_table
+    from grpo_lab.views import curve_verdict_table, prediction_table
 
     if not at > 0:
         fail(ConfigError(f"--at: {at} is not a positive amount of compute"))
     try:
         rows = predict_arms(sweep_name, at, workspace, db, metric)
+        verdicts = curve_verdicts(sweep_name, workspace, db, metric)
     except ValueError as exc:
         fail(ConfigError(escape(str(exc))))
     console.print(prediction_table(rows, at))
+    if verdicts:
+        console.print(curve_verdict_table(verdicts))
+        for v in verdicts:
+            if v.why:
+                console.print(f"undecided: {v.model} / {v.task} / {v.tricks}: {escape(v.why)}", highlight=False)
     for arm, _ in rows:
         for why in arm.unfitted:
             console.print(f"not fitted: {arm.model} / {arm.task} / {arm.tricks}: {escape(why)}", highlight=False)

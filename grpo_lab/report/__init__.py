@@ -9,6 +9,7 @@ The modules, in the order the report is made:
     verdicts  per trick set: means over seeds (run_stats) and the verdict (worth it, harmful, ...);
               the verdict vocabulary's one owner; after --decide it renders analysis/verdict.py's Verdicts
     figures   the figures' data series, their matplotlib drawings and captions
+    compute_curves  the compute-curve section: fits, predictions, ceiling and speed verdicts
     forest    the first figure: every effect with its CI, coloured by its verdict
     sections  the content of each report section: its tables, notes and figures
     render    the Document model, number formatting, and the Markdown and HTML renderers
@@ -24,6 +25,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from grpo_lab.analysis import curve_verdicts
+from grpo_lab.report import compute_curves
 from grpo_lab.report.figure_data import FigureLimits
 from grpo_lab.report.figures import choose_sets, make_figures
 from grpo_lab.report.forest import forest_images
@@ -60,7 +63,8 @@ def prepare(data: ReportData, policy: VerdictPolicy = VerdictPolicy(),
     verdicts = verdict_table(stats, data.effects, data.interactions, policy, data.decisions)
     decided = bool((data.decisions or {}).get("verdicts"))
     figures = {"glance": forest_images(verdicts, data.metric, decided), **make_figures(data, chosen, figure_limits)}
-    return Parts(data, stats, chosen, verdicts, figures, policy, table_limits)
+    curve_blocks = compute_curves.curve_blocks(data.curves, curve_verdicts.verdicts(data.curves, policy.alpha))
+    return Parts(data, stats, chosen, verdicts, figures, policy, table_limits, curve_blocks)
 
 
 def write_files(doc: Document, out_dir: Path) -> tuple[Path, Path]:

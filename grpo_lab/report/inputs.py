@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from grpo_lab.analysis.curves import ArmFits, from_run_dirs
 from grpo_lab.rundir import RunDir, Summary
 from grpo_lab.spec.arm import BASELINE
 
@@ -82,7 +83,8 @@ class ReportData:
     name), matrix (or matrix_path), metric, created (or created_at), commands (list[str]);
     variance and decisions: the "decisions" section, shown when either is given (decisions:
     waves, verdicts (analysis/verdict.py Verdict, rendered as they are) and the --decide
-    options, execution/waves.py report_rows)."""
+    options, execution/waves.py report_rows); curves: each arm's compute-curve fits, the
+    "Compute curves" section."""
 
     runs: pl.DataFrame
     steps: pl.DataFrame
@@ -94,6 +96,7 @@ class ReportData:
     meta: dict[str, Any] = field(default_factory=dict)
     variance: pl.DataFrame = field(default_factory=pl.DataFrame)  # analysis.variance.budget_frame
     decisions: dict[str, Any] = field(default_factory=dict)
+    curves: list[ArmFits] = field(default_factory=list)  # analysis/curves.py, per arm
 
     def __post_init__(self) -> None:
         self.runs = conform(self.runs, RUNS_SCHEMA)
@@ -229,6 +232,7 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
         effects=effects(runs, metric, logit=logit), interactions=interactions(runs, metric, logit=logit),
         costs=_costs(sweep, cells, effective, decisions), env=json.loads(sweep.env_json or "{}"),
         variance=budget_frame(labelled), decisions=decisions,
+        curves=from_run_dirs([(c.labels(), Path(c.run.out_dir), c.run.devices) for c in cells], f"eval/{metric}"),
         meta={"sweep": sweep.name, "matrix": matrix, "metric": metric, "created": sweep.created_at.isoformat(),
               "commands": reproduce_commands(sweep, matrix, metric, logit, decisions)},
     )

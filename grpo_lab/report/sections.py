@@ -54,6 +54,7 @@ class Parts:
     figures: dict[str, list[Image]]
     policy: VerdictPolicy
     limits: TableLimits
+    compute_curves: list[Block]  # report/compute_curves.py's blocks
 
 
 # --- tables ---
@@ -353,6 +354,7 @@ def build_document(p: Parts) -> Document:
         Section("glance", "At a glance", _glance(p)),
         Section("verdicts", "Verdicts per trick set", _verdicts(p, unit)),
         Section("curves", "Reward and pass@1 curves", _curves(p)),
+        Section("compute", "Compute curves: ceiling and speed", p.compute_curves),
         Section("length", "Output length", _length(p)),
         Section("stability", "Stability", _stability(p)),
         Section("interactions", "Interactions between tricks", _interactions(p)),
@@ -362,7 +364,7 @@ def build_document(p: Parts) -> Document:
     ]
     decided = decision_blocks(p.data.decisions, unit) + variance_blocks(p.data.variance, unit)
     if decided:
-        sections.insert(6, Section("decisions", "Decisions and variance budget", decided))
+        sections.insert(7, Section("decisions", "Decisions and variance budget", decided))
     if p.data.runs["model"].n_unique() <= 1:
         # One model: the summary names it; a constant column would only push tables wider.
         for section in sections:

@@ -1,0 +1,124 @@
+"""The report's "Compute curves" section: per task, every arm's fitted R(C) on a log-compute axis
+with its band and its extrapolation, a table of the ceiling A, B and C_mid with intervals, the
+predicted pass@1 at 10x the cell's longest run, and the ceiling and speed verdicts of
+analysis/curve_verdicts.py (which it renders, never decides)."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+
+from grpo_lab.analysis import curves
+from grpo_lab.analysis.curve_verdicts import CurveVerdict, collapsed_text
+from grpo_lab.report.figures import to_png
+from grpo_lab.report.render import Block, Image, Paragraph, Table, TableCell, short
+
+HORIZON = 10.0  # predictions at this multiple of the cell's longest run
+MAX_LINES = 8  # arms drawn per panel: the baseline, then the highest predicted at the horizon
+GRID = 60
+PALETTE = list(matplotlib.colormaps["tab10"].colors)
+
+
+def _span(i: curves.Interval, fmt: str = ".3g") -> str:
+    if i.n == 0 or not math.isfinite(i.est):
+        return "-"
+    if not (math.isfinite(i.lower) and math.isfinite(i.upper)):
+        return f"{i.est:{fmt}}"
+    return f"{i.est:{fmt}} [{i.lower:{fmt}}, {i.upper:{fmt}}]"
+
+
+def _longest(arms: list[curves.ArmFits]) -> float:
+    return max((f.C_last for a in arms for f in a.curve.runs), default=0.0)
+
+
+def _cells(arms: list[curves.ArmFits]) -> dict[tuple[str, str], list[curves.ArmFits]]:
+    out: dict[tuple[str, str], list[curves.ArmFits]] = {}
+    for arm in arms:
+        out.setdefault((arm.model, arm.task), []).append(arm)
+    return out
+
+
+def _panel_png(model: str, task: str, arms: list[curves.ArmFits]) -> bytes:
+    """Each arm's mean fitted curve (solid where its runs went, dashed beyond) and the 90%
+    interval of the arm's mean, from 1% of the longest run to HORIZON times it."""
+    longest = _longest(arms)
+    fig = Figure(figsize=(7.6, 3.6), layout="constrained")
+    ax = fig.subplots()
+    grid = np.geomspace(longest / 100, longest * HORIZON, GRID)
+    for i, arm in enumerate(arms):
+        if len(arm.curve.runs) < 1:
+            continue
+        preds = [curves.predict(arm.curve, c) for c in grid]
+        mean = np.array([p.mean.est for p in preds])
+        lo, hi = (np.array([getattr(p.mean, side) for p in preds]) for side in ("lower", "upper"))
+        colour = "black" if i == 0 else PALETTE[(i - 1) % len(PALETTE)]
+        ran = grid <= _longest([arm])
+        ax.plot(grid[ran], mean[ran], color=colour, linewidth=2.0 if i == 0 else 1.3, label=short(arm.tricks))
+        ax.plot(grid[~ran], mean[~ran], color=colour, linewidth=1.0, linestyle="--")
+        if np.isfinite(lo).all() and np.isfinite(hi).all():
+            ax.fill_between(grid, lo, hi, color=colour, alpha=0.10, linewidth=0)
+    ax.axvline(longest, color="grey", linewidth=0.8, linestyle=":")
+    ax.set_xscale("log")
+    ax.set_xlabel(f"compute ({arms[0].unit})", fontsize=9)
+    ax.set_ylabel("eval pass@1 (fitted)", fontsize=9)
+    ax.set_title(f"{model} · {task}", fontsize=10)
+    ax.tick_params(labelsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7, frameon=False)
+    return to_png(fig)
+
+
+def _drawn(arms: list[curves.ArmFits], at: float) -> list[curves.ArmFits]:
+    """The baseline first, then the arms highest at `at`, MAX_LINES in all."""
+    from grpo_lab.spec.arm import BASELINE, arm_key
+
+    base = [a for a in arms if arm_key(a.tricks) == BASELINE]
+    rest = sorted((a for a in arms if arm_key(a.tricks) != BASELINE and a.curve.runs),
+                  key=lambda a: -curves.predict(a.curve, at).mean.est)
+    return (base + rest)[:MAX_LINES]
+
+
+def _row(arm: curves.ArmFits, at: float, verdict: CurveVerdict | None) -> list[TableCell]:
+    c = arm.curve
+    pred = curves.predict(c, at).mean if c.runs else curves.Interval(math.nan, -math.inf, math.inf, 0)
+    labels = [verdict.ceiling_label, verdict.speed_label] if verdict else ["(baseline)", "(baseline)"]
+    return [arm.model, arm.task, arm.tricks, collapsed_text(len(c.runs), c.collapsed), _span(c.A), _span(c.B),
+            _span(c.C_mid), f"{_span(pred)} at {at:.3g}", *labels]
+
+
+def curve_blocks(arms: list[curves.ArmFits], verdicts: list[CurveVerdict]) -> list[Block]:
+    """The section's blocks; a note when no run could be fitted."""
+    fitted = [a for a in arms if a.curve.runs]
+    if not fitted:
+        why = "; ".join(w for a in arms for w in a.unfitted[:1])[:300]
+        return [Paragraph("No run has an eval series a compute curve can be fitted to (at least 2 evals after "
+                          f"step 0; evaluate more often with eval.every). {why}")]
+    by_arm = {(v.model, v.task, v.tricks): v for v in verdicts}
+    level = next(iter(by_arm.values())).level if by_arm else None
+    blocks: list[Block] = [Paragraph(
+        "Each run's eval pass@1 fitted against its compute to R(C) = R0 + (A − R0)/(1 + (C_mid/C)^B) "
+        "(A the ceiling, C_mid the compute to half the gain, B how sharply it arrives), over the runs that "
+        "did not collapse on their curve (collapsed runs counted beside). Intervals over seeds: 90% for "
+        "the arm's A, B, C_mid and prediction; the verdicts rest on "
+        + (f"{level:.2%} intervals (Bonferroni over both labels of every comparison, so all labels hold "
+           "together with probability ≥ 95%)" if level else "no comparison (no baseline in a cell)") + ". "
+        "A ceiling is labelled only where every run went past half its gain and no fit sat at a bound.")]
+    rows: list[list[TableCell]] = []
+    for i, ((model, task), cell) in enumerate(_cells(arms).items()):
+        at = HORIZON * _longest(cell)
+        if at > 0:
+            blocks.append(Image(f"compute-curve-{i:02d}", f"Compute curves, {model} / {task}",
+                                f"{model} / {task}: solid where runs went, dashed to {HORIZON:g}x the longest run "
+                                "(dotted line); band: 90% interval of the arm's mean.",
+                                _panel_png(model, task, _drawn(cell, at))))
+        rows += [_row(a, at, by_arm.get((a.model, a.task, a.tricks))) for a in cell]
+    headers = ["model", "task", "tricks", "collapsed", "ceiling A", "B", "C_mid", f"pass@1 at {HORIZON:g}x",
+               "ceiling", "speed"]
+    blocks.append(Table(headers, rows))
+    if undecided := [f"{v.tricks} ({v.task}): {v.why}" for v in verdicts if v.why]:
+        blocks.append(Paragraph("Undecided, and why: " + "; ".join(undecided[:20])
+                                + (f"; and {len(undecided) - 20} more" if len(undecided) > 20 else "")))
+    return blocks
