@@ -67,7 +67,7 @@ def _find_sweep(session, name: str):
     return found
 
 
-def _finished_runs(sweep_name: str, workspace: str | Path, db: str | None) -> list[tuple[dict, Path, int]]:
+def finished_runs(sweep_name: str, workspace: str | Path, db: str | None) -> list[tuple[dict, Path, int]]:
     """(labels, run folder, devices) of a sweep's finished runs; one ConfigError line when the
     sweep is unknown or has none yet."""
     from grpo_lab.execution import registry as reg
@@ -86,7 +86,7 @@ def sweep_results(sweep_name: str, workspace: str | Path = WORKSPACE, db: str | 
     registry knows them: what `grpo-lab interactions SWEEP` analyses."""
     from grpo_lab.analysis.results import frame_from_run_dirs
 
-    return frame_from_run_dirs([(labels, folder) for labels, folder, _ in _finished_runs(sweep_name, workspace, db)])
+    return frame_from_run_dirs([(labels, folder) for labels, folder, _ in finished_runs(sweep_name, workspace, db)])
 
 
 def predict(sweep_name: str, at: float, workspace: str | Path = WORKSPACE, db: str | None = None,
@@ -96,7 +96,7 @@ def predict(sweep_name: str, at: float, workspace: str | Path = WORKSPACE, db: s
     (ArmFits, Prediction)."""
     from grpo_lab.analysis import curves
 
-    arms = curves.from_run_dirs(_finished_runs(sweep_name, workspace, db), f"eval/{metric}", level)
+    arms = curves.from_run_dirs(finished_runs(sweep_name, workspace, db), f"eval/{metric}", level)
     return [(arm, curves.predict(arm.curve, at)) for arm in arms]
 
 
@@ -107,4 +107,4 @@ def curve_verdicts(sweep_name: str, workspace: str | Path = WORKSPACE, db: str |
     from grpo_lab.analysis import curve_verdicts as cvd
     from grpo_lab.analysis import curves
 
-    return cvd.verdicts(curves.from_run_dirs(_finished_runs(sweep_name, workspace, db), f"eval/{metric}"), alpha)
+    return cvd.verdicts(curves.from_run_dirs(finished_runs(sweep_name, workspace, db), f"eval/{metric}"), alpha)

@@ -188,6 +188,11 @@ def _costs(sweep: reg.Sweep, cells: list[reg.SweepRun], effective: float, decisi
     }
 
 
+def _partial(sweep: reg.Sweep, cells: list[reg.SweepRun]) -> str | None:
+    """'k of n cells finished' while some of the sweep's cells are not, else None."""
+    return None if len(cells) == len(sweep.cells) else f"{len(cells)} of {len(sweep.cells)} cells finished"
+
+
 def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) -> ReportData:
     """Everything the report of `sweep` shows, from its finished (or stopped) runs."""
     # Imported here, not at the top: they pull in the registry and the execution stack, which
@@ -233,7 +238,7 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
         costs=_costs(sweep, cells, effective, decisions), env=json.loads(sweep.env_json or "{}"),
         variance=budget_frame(labelled), decisions=decisions,
         curves=from_run_dirs([(c.labels(), Path(c.run.out_dir), c.run.devices) for c in cells], f"eval/{metric}"),
-        meta={"sweep": sweep.name, "matrix": matrix, "metric": metric, "created": sweep.created_at.isoformat(),
+        meta={"sweep": sweep.name, "matrix": matrix, "partial": _partial(sweep, cells), "metric": metric, "created": sweep.created_at.isoformat(),
               "commands": reproduce_commands(sweep, matrix, metric, logit, decisions)},
     )
 

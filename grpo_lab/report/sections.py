@@ -12,6 +12,7 @@ import polars as pl
 from grpo_lab.analysis.rule import ESTIMAND_TEXT
 from grpo_lab.report.decisions import decision_blocks, variance_blocks
 from grpo_lab.report.inputs import KEYS, ReportData
+from grpo_lab.report.recommend import recommendation
 from grpo_lab.report.render import (
     MISSING,
     Badge,
@@ -209,7 +210,10 @@ def _summary(data: ReportData, unit: str) -> list[str]:
     runs = data.runs
     status = Counter(runs["status"].fill_null("unknown").to_list())
     counts = ", ".join(f"{n} {s}" for s, n in sorted(status.items()))
+    partial = data.meta.get("partial")
     return [
+        *([f"Partial: {partial}; the sweep is still running or was stopped, and this report shows the runs "
+           "finished so far."] if partial else []),
         (f"Sweep {_meta(data, 'sweep', 'name')} · matrix {_meta(data, 'matrix', 'matrix_path')} "
          f"· metric {data.metric} · created {timestamp(_meta(data, 'created', 'created_at'))}"),
         (f"{runs.height} runs ({counts or 'none'}) · {runs.select(KEYS).n_unique()} trick sets "
@@ -351,6 +355,7 @@ def build_document(p: Parts) -> Document:
     unit = hours_unit(p.data.hours_unit)
     title = f"GRPO trick report — {_meta(p.data, 'sweep', 'name')}"
     sections = [
+        Section("recommend", "Recommendation", recommendation(p.verdicts, p.data.meta, p.data.costs, unit, p.policy)),
         Section("glance", "At a glance", _glance(p)),
         Section("verdicts", "Verdicts per trick set", _verdicts(p, unit)),
         Section("curves", "Reward and pass@1 curves", _curves(p)),
@@ -364,7 +369,7 @@ def build_document(p: Parts) -> Document:
     ]
     decided = decision_blocks(p.data.decisions, unit) + variance_blocks(p.data.variance, unit)
     if decided:
-        sections.insert(7, Section("decisions", "Decisions and variance budget", decided))
+        sections.insert(8, Section("decisions", "Decisions and variance budget", decided))
     if p.data.runs["model"].n_unique() <= 1:
         # One model: the summary names it; a constant column would only push tables wider.
         for section in sections:

@@ -264,15 +264,23 @@ def _label_decided(row: dict[str, Any], v: Verdict | None, policy: VerdictPolicy
     return said, why, TONES[base]
 
 
-def _seeds_to_resolve(row: dict[str, Any], policy: VerdictPolicy) -> str:
-    """'about N seeds per arm would resolve ±r': the CI's half-width shrinks as 1/√n, and the
-    first Holm step tests at α/m (m effects in the table)."""
-    n, half = row.get("n"), (row["ci_high"] - row["ci_low"]) / 2
-    if not n or not np.isfinite(half) or half <= 0:
-        return "more seeds per arm would narrow it"
+def seeds_to_resolve(row: dict[str, Any], policy: VerdictPolicy) -> int | None:
+    """Seeds per arm that would resolve ±resolution at the row's noise: the CI's half-width
+    shrinks as 1/√n, and the first Holm step tests at α/m (m effects in the table). None when
+    the row has no interval."""
+    n = row.get("n") or row.get("seeds")
+    low, high = row.get("ci_low"), row.get("ci_high")
+    if not n or low is None or high is None or not np.isfinite(high - low) or high <= low:
+        return None
     widen = sps.norm.ppf(1 - policy.alpha / (2 * row["family"])) / sps.norm.ppf(1 - policy.alpha / 2)
-    need = int(np.ceil(n * (half * widen / policy.resolution) ** 2))
-    return f"about {need:,} seeds per arm (now {n}) would resolve ±{policy.resolution:g} at this noise"
+    return int(np.ceil(n * ((high - low) / 2 * widen / policy.resolution) ** 2))
+
+
+def _seeds_to_resolve(row: dict[str, Any], policy: VerdictPolicy) -> str:
+    need = seeds_to_resolve(row, policy)
+    if need is None:
+        return "more seeds per arm would narrow it"
+    return f"about {need:,} seeds per arm (now {row['n']}) would resolve ±{policy.resolution:g} at this noise"
 
 
 # --- the table ---

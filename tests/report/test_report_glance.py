@@ -20,11 +20,11 @@ from grpo_lab.report.sections import build_document
 from tests.report.conftest import SETS, TASKS, make_data
 
 
-def test_the_forest_plot_is_the_first_figure_right_after_the_summary(report_data: ReportData) -> None:
+def test_the_forest_plot_is_the_first_figure_right_after_the_recommendation(report_data: ReportData) -> None:
     doc = build_document(prepare(report_data))
-    assert doc.sections[0].id == "glance"
+    assert [s.id for s in doc.sections[:2]] == ["recommend", "glance"]
     first = next(b for s in doc.sections for b in s.blocks if isinstance(b, Image))
-    assert first.name == "forest" and first is doc.sections[0].blocks[0]
+    assert first.name == "forest" and first is doc.sections[1].blocks[0]
 
 
 def test_the_forest_has_one_row_per_trick_set_with_its_ci(report_data: ReportData) -> None:
@@ -155,3 +155,15 @@ def test_the_registry_keeps_decide_options_and_adds_the_column_to_old_ones(tmp_p
                                        equivalent=0, options_json=options))
         session.commit()
         assert report_rows(session, sweep)["options"] == OPTIONS
+
+
+def test_a_report_on_a_running_sweep_says_it_is_partial() -> None:
+    from types import SimpleNamespace
+
+    from grpo_lab.report.inputs import _partial
+
+    assert _partial(SimpleNamespace(cells=[1, 2, 3]), [1]) == "1 of 3 cells finished"
+    assert _partial(SimpleNamespace(cells=[1, 2]), [1, 2]) is None
+    data = make_data()
+    data.meta["partial"] = "1 of 3 cells finished"
+    assert build_document(prepare(data)).summary[0].startswith("Partial: 1 of 3 cells finished")
