@@ -83,6 +83,9 @@ class Summary(BaseModel):
     alarms: dict[str, int] = Field({}, description="alarm kind -> times it fired")
     wall_seconds: float | None = Field(
         None, description="wall time of the run over all its attempts (each up to its last checkpoint)")
+    cpu_seconds: float | None = Field(
+        None, description="CPU time of the run's training process over its attempts (all its threads, up to each "
+                          "attempt's last checkpoint); beside wall_seconds it shows a run that waited for cores")
     devices: int | None = Field(None, description="devices the run held (the card's gpus on CUDA, else 1)")
     unit: str | None = Field(None, description="what a device-hour is: gpu-hours, or device-hours (<type>) off CUDA")
     phase_seconds: dict[str, float] = Field(

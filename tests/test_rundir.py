@@ -31,7 +31,7 @@ def test_the_final_eval_is_the_last_after_training_not_the_base(tmp_path):
 
 # summary.json's keys, in order, as committed reports and MLflow metric names know them
 KEYS = ["run_id", "model", "task", "tricks", "seed", "steps", "base", "final", "delta_pass@1", "stopped",
-        "stop_reason", "alarms", "wall_seconds", "devices", "unit", "phase_seconds", "device_hours_by_phase",
+        "stop_reason", "alarms", "wall_seconds", "cpu_seconds", "devices", "unit", "phase_seconds", "device_hours_by_phase",
         "device_hours", "sampling_share", "cost_per_effective_sample_hours", "price_per_gpu_hour",
         "tokens_generated", "tokens_trained", "effective_samples", "device", "host", "base_weights", "cpu_kernels"]
 

@@ -24,7 +24,7 @@ import polars as pl
 
 from grpo_lab.analysis.curves import ArmFits, from_run_dirs
 from grpo_lab.rundir import RunDir, Summary
-from grpo_lab.spec.arm import BASELINE
+from grpo_lab.spec.arm import BASELINE  # noqa: F401  (the report modules read it from here)
 
 if TYPE_CHECKING:
     from grpo_lab.execution import registry as reg
@@ -165,6 +165,14 @@ def _phase_hours(cells: list[reg.SweepRun]) -> dict[str, float]:
     return total
 
 
+def _cpu_basis(cells: list[reg.SweepRun]) -> dict:
+    """Over the runs whose summary has CPU time: their CPU hours and their wall device-hours."""
+    pairs = [(s.cpu_seconds, s.wall_seconds * (s.devices or 1)) for s in map(_summary, cells)
+             if s.cpu_seconds and s.wall_seconds]
+    return {"cpu_hours": sum(c for c, _ in pairs) / 3600, "cpu_runs_wall_hours": sum(w for _, w in pairs) / 3600,
+            "cpu_runs": len(pairs)} if pairs else {}
+
+
 def _costs(sweep: reg.Sweep, cells: list[reg.SweepRun], effective: float, decisions: dict) -> dict:
     from grpo_lab.execution import final_evals
     from grpo_lab.execution.sweep import totals
@@ -185,6 +193,7 @@ def _costs(sweep: reg.Sweep, cells: list[reg.SweepRun], effective: float, decisi
         "unit": sweep.unit, "by_phase": by_phase, "total": used, "wasted": wasted, "split": split,
         "price_per_gpu_hour": sweep.price_per_gpu_hour,
         "cost_per_effective_sample": used / effective if effective else None,
+        **_cpu_basis(cells),
     }
 
 

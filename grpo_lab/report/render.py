@@ -92,6 +92,16 @@ def timestamp(value: object) -> str:
     return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def text(x: object) -> str:
+    """A table cell's text; MISSING for none or empty."""
+    return MISSING if x is None or x == "" else str(x)
+
+
+def key_cells(row: dict) -> list[str]:
+    """The model, task and tricks cells that open a row of a per-trick-set table."""
+    return [text(row["model"]), text(row["task"]), text(row["tricks"])]
+
+
 def short(text: str, limit: int = 48) -> str:
     """Trim long trick-set names for plot labels; tables keep the full name."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 import polars as pl
 
 from grpo_lab.analysis.rule import ESTIMAND_TEXT
+from grpo_lab.report.costs import cost_blocks
 from grpo_lab.report.decisions import decision_blocks, variance_blocks
 from grpo_lab.report.inputs import KEYS, ReportData
 from grpo_lab.report.recommend import recommendation
@@ -26,11 +26,12 @@ from grpo_lab.report.render import (
     TableCell,
     hours_unit,
     interval,
+    key_cells,
     num,
     p_value,
     plural,
-    share,
     signed,
+    text,
     timestamp,
 )
 from grpo_lab.report.verdicts import INTERACTION_TONES, ON_ESTIMAND, VerdictPolicy, flag_expr
@@ -60,16 +61,6 @@ class Parts:
 
 # --- tables ---
 
-# The study's split of its budget (docs/study.md): main matrix 60%, search and reruns 15%, rest 25%.
-STUDY_SPLIT = {"main matrix": 0.60, "search and reruns": 0.15, "sampling and eval": 0.25}
-
-
-def _text(x: Any) -> str:
-    return MISSING if x is None or x == "" else str(x)
-
-
-def _keys(row: dict[str, Any]) -> list[TableCell]:
-    return [_text(row["model"]), _text(row["task"]), _text(row["tricks"])]
 
 
 def _capped(rows: list[list[TableCell]], limit: int, what: str) -> tuple[list[list[TableCell]], str]:
@@ -86,8 +77,8 @@ def _verdict_table(verdicts: pl.DataFrame, unit: str, metric: str, limit: int) -
     rows: list[list[TableCell]] = []
     for r in verdicts.iter_rows(named=True):
         per_sample = r["cost_per_effective_sample"]
-        rows.append(_keys(r) + [
-            _text(r["n"]), signed(r["effect"]), interval(r["ci_low"], r["ci_high"]),
+        rows.append(key_cells(r) + [
+            text(r["n"]), signed(r["effect"]), interval(r["ci_low"], r["ci_high"]),
             p_value(r["p_value"]), p_value(r["p_holm"]), num(r["hours_per_run"]), signed(r["extra_hours"]),
             num(r["hours_per_point"]),
             num(None if per_sample is None else per_sample * 3600),
@@ -105,7 +96,7 @@ def _decided_table(verdicts: pl.DataFrame, unit: str, metric: str, limit: int) -
     for r in verdicts.iter_rows(named=True):
         per_sample = r["cost_per_effective_sample"]
         seeds = MISSING if r["seeds"] is None else f"{r['seeds']} of {r['runs']}"
-        rows.append(_keys(r) + [
+        rows.append(key_cells(r) + [
             signed(r["effect"]), interval(r["ci_low"], r["ci_high"]), seeds, r["collapse"],
             num(r["hours_per_run"]), signed(r["extra_hours"]), num(r["hours_per_point"]),
             num(None if per_sample is None else per_sample * 3600),
@@ -120,7 +111,7 @@ def _metric_table(stats: pl.DataFrame, chosen: pl.DataFrame) -> Table:
     headers = ["model", "task", "trick set", "finished / runs", "pass@1", "best pass@1", "pass@k",
                "final reward", "reward AUC", "steps to 90%", "oscillation"]
     rows: list[list[TableCell]] = [
-        _keys(r) + [f"{r['finished']} / {r['runs']}", num(r["pass@1"]),
+        key_cells(r) + [f"{r['finished']} / {r['runs']}", num(r["pass@1"]),
                     num(r["pass@1_best"]), num(r["pass@k"]), num(r["reward_final"]),
                     num(r["reward_auc"]), num(r["steps_to_90"]), num(r["oscillation"])]
         for r in shown.iter_rows(named=True)]
@@ -133,7 +124,7 @@ def _length_table(stats: pl.DataFrame, limit: int) -> Table:
     headers = ["model", "task", "trick set", "length ratio (end / start)", "length slope / step",
                "final reward"]
     rows: list[list[TableCell]] = [
-        _keys(r) + [num(r["length_ratio"]), signed(r["length_slope"]),
+        key_cells(r) + [num(r["length_ratio"]), signed(r["length_slope"]),
                     num(r["reward_final"])]
         for r in ranked.head(limit).iter_rows(named=True)]
     note = f"The {len(rows)} trick sets with the largest length ratio, of {stats.height}."
@@ -147,9 +138,9 @@ def _stability_table(stats: pl.DataFrame, limit: int) -> Table:
     headers = ["model", "task", "trick set", "runs", "runs with alarms", "collapsed runs",
                "alarms", "alarm kinds", "oscillation"]
     rows: list[list[TableCell]] = [
-        _keys(r) + [_text(r["runs"]), _text(r["runs_with_alarms"]),
+        key_cells(r) + [text(r["runs"]), text(r["runs_with_alarms"]),
                     Badge(str(r["collapsed"]), "bad" if r["collapsed"] else "neutral"),
-                    _text(r["alarms"]), _text(r["alarm_kinds"]), num(r["oscillation"])]
+                    text(r["alarms"]), text(r["alarm_kinds"]), num(r["oscillation"])]
         for r in troubled.iter_rows(named=True)]
     kept, note = _capped(rows, limit, "trick sets with alarms")
     return Table(headers, kept, note)
@@ -163,38 +154,20 @@ def _interaction_table(interactions: pl.DataFrame, limit: int) -> Table:
                "CI", "q", "p (Holm)", "best single", "verdict", "seeds needed", "warnings"]
     rows: list[list[TableCell]] = []
     for r in ranked.iter_rows(named=True):
-        verdict = _text(r["verdict"])
-        best = f"{_text(r['best_single'])} ({signed(r['best_single_effect'])})"
-        rows.append(_keys(r) + [
-            _text(r["n_seeds"]), signed(r["expected"]), signed(r["observed"]),
+        verdict = text(r["verdict"])
+        best = f"{text(r['best_single'])} ({signed(r['best_single_effect'])})"
+        rows.append(key_cells(r) + [
+            text(r["n_seeds"]), signed(r["expected"]), signed(r["observed"]),
             signed(r["interaction"]), interval(r["ci_low"], r["ci_high"]),
             p_value(r["q_value"]), p_value(r["p_holm"]), best,
-            Badge(verdict, INTERACTION_TONES.get(verdict, "neutral")), _text(r["seeds_needed"]),
-            _text(r["warnings"])])
+            Badge(verdict, INTERACTION_TONES.get(verdict, "neutral")), text(r["seeds_needed"]),
+            text(r["warnings"])])
     kept, note = _capped(rows, limit, "combinations (flagged and most negative first)")
     return Table(headers, kept, note)
 
 
-def _phase_table(costs: dict[str, Any], unit: str) -> Table:
-    total = costs.get("total")
-    rows: list[list[TableCell]] = [[str(phase), num(hours), share(hours, total)]
-                                   for phase, hours in (costs.get("by_phase") or {}).items()]
-    rows.append(["total", num(total), share(total, total)])
-    return Table(["phase", unit, "share"], rows)
 
 
-def _split_table(costs: dict[str, Any], unit: str) -> Table:
-    split = costs.get("split") or {}
-    spent = sum(v for v in split.values() if v is not None) or None
-    names = list(STUDY_SPLIT) + [k for k in split if k not in STUDY_SPLIT]
-    rows: list[list[TableCell]] = [
-        [name, num(split.get(name)), share(split.get(name), spent),
-         f"{STUDY_SPLIT[name]:.0%}" if name in STUDY_SPLIT else MISSING]
-        for name in names]
-    return Table(["bucket", unit, "share here", "share in the study"], rows)
-
-
-# --- sections ---
 
 def _models(runs: pl.DataFrame) -> str:
     models = runs["model"].unique().sort().to_list()
@@ -303,39 +276,6 @@ def _interactions(p: Parts) -> list[Block]:
             _interaction_table(p.data.interactions, p.limits.interactions)]
 
 
-def _costs(data: ReportData, unit: str) -> list[Block]:
-    c = data.costs
-    if not c:
-        return [Paragraph("No cost accounting was recorded for this sweep.")]
-    total, wasted, per_sample = c.get("total"), c.get("wasted"), c.get("cost_per_effective_sample")
-    lines = [
-        (f"Total {num(total)} {unit}; wasted on failed or retried attempts {num(wasted)} "
-         f"{unit} ({share(wasted, total)} of the total)."),
-        (f"Cost per effective sample (a completion that contributed a gradient): {num(per_sample)} h = "
-         f"{num(None if per_sample is None else per_sample * 3600)} s. G-fold sampling eats "
-         "part of GRPO's savings: compare this, not curves alone."),
-    ]
-    price = c.get("price_per_gpu_hour")
-    if price and total:
-        lines.append(f"At {price:g} per {unit} the sweep cost {num(price * total)}.")
-    return [*(Paragraph(line) for line in lines), _phase_table(c, unit),
-            Paragraph("Where the hours went, against the split the source study reports:"),
-            _split_table(c, unit), *_planned_blocks(data.runs, unit)]
-
-
-def _planned_blocks(runs: pl.DataFrame, unit: str) -> list[Block]:
-    """Planned vs measured hours per run, per trick set: how far the plan was off (a plan made
-    after runs finished is calibrated by them; see `grpo-lab plan`)."""
-    if "planned_hours" not in runs.columns or runs["planned_hours"].is_null().all():
-        return []
-    rows = runs.group_by(KEYS).agg(pl.col("planned_hours").mean(), pl.col("gpu_hours").mean()).sort(KEYS)
-    table = [[*_keys(r), num(r["planned_hours"]), num(r["gpu_hours"]),
-              "-" if not r["planned_hours"] else f"{r['gpu_hours'] / r['planned_hours']:.2f}x"]
-             for r in rows.iter_rows(named=True)]
-    return [Paragraph(f"Planned against measured {unit} per run (means over seeds):"),
-            Table(["model", "task", "tricks", "planned", "measured", "measured / planned"], table)]
-
-
 def _environment(data: ReportData) -> list[Block]:
     if not data.env:
         return [Paragraph("No environment snapshot was recorded.")]
@@ -363,7 +303,7 @@ def build_document(p: Parts) -> Document:
         Section("length", "Output length", _length(p)),
         Section("stability", "Stability", _stability(p)),
         Section("interactions", "Interactions between tricks", _interactions(p)),
-        Section("costs", "Costs", _costs(p.data, unit)),
+        Section("costs", "Costs", cost_blocks(p.data, unit)),
         Section("environment", "Environment", _environment(p.data)),
         Section("reproduce", "Reproduce", _reproduce(p.data)),
     ]

@@ -33,6 +33,7 @@ def save(run, next_step: int, out_dir: Path) -> None:
         "last_eval": run.last_eval,
         "timing": run.timing,
         "wall_seconds": run.wall_seconds,
+        "cpu_seconds": run.cpu_seconds,
         "counters": [run.tokens_generated, run.tokens_trained, run.effective_samples],
         "rng": {"torch": torch.get_rng_state(), "python": random.getstate()},
     }
@@ -78,6 +79,7 @@ def load(run, out_dir: Path) -> bool:
         run.adaptive_kl.load_state_dict(state["adaptive_kl"])
     run.base_eval, run.last_eval, run.timing = state["base_eval"], state["last_eval"], state["timing"]
     run.wall_seconds = state.get("wall_seconds", sum(run.timing.values()))  # a checkpoint without it: a lower bound
+    run.cpu_seconds = state.get("cpu_seconds", 0.0)
     run.tokens_generated, run.tokens_trained, run.effective_samples = state["counters"]
     torch.set_rng_state(state["rng"]["torch"].cpu())
     random.setstate(state["rng"]["python"])

@@ -36,24 +36,28 @@ from grpo_lab.trainer.setup import RunState, setup
 
 
 class Timer:
-    """Wall seconds per named phase, accumulated over the run (`timing/<phase>`)."""
+    """Wall and process-CPU seconds per named phase, accumulated over the run (`timing/<phase>`,
+    `cpu/<phase>`): on a shared CPU box the two disagree, and the report says so."""
 
     def __init__(self):
         self.total: dict[str, float] = {}
         self.step: dict[str, float] = {}
+        self.cpu_step: dict[str, float] = {}
 
     @contextmanager
     def __call__(self, phase: str):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
-            dt = time.perf_counter() - t0
+            dt, dc = time.perf_counter() - t0, time.process_time() - c0
             self.step[phase] = self.step.get(phase, 0.0) + dt
             self.total[phase] = self.total.get(phase, 0.0) + dt
+            self.cpu_step[phase] = self.cpu_step.get(phase, 0.0) + dc
 
     def pop_step(self) -> dict[str, float]:
-        out, self.step = {f"timing/{k}": v for k, v in self.step.items()}, {}
+        out = {**{f"timing/{k}": v for k, v in self.step.items()}, **{f"cpu/{k}": v for k, v in self.cpu_step.items()}}
+        self.step, self.cpu_step = {}, {}
         return out
 
 
@@ -264,15 +268,18 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
     out_dir = Path(out_dir)
     folder = RunDir(out_dir)
     folder.write_config(cfg.model_dump(mode="json"))
-    t_start = time.perf_counter()
+    t_start, c_start = time.perf_counter(), time.process_time()
     run = setup(cfg, out_dir)
     timer = Timer()
     timer.total.update(run.timing)
     timer.total["setup"] = timer.total.get("setup", 0.0) + time.perf_counter() - t_start
-    prior_wall = run.wall_seconds
+    prior_wall, prior_cpu = run.wall_seconds, run.cpu_seconds
 
     def wall() -> float:
         return prior_wall + time.perf_counter() - t_start
+
+    def cpu() -> float:
+        return prior_cpu + time.process_time() - c_start
 
     if run.base_eval is None:
         with timer("eval"):
@@ -298,7 +305,7 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
         stop = monitor.stop_reason(step, fired)
         leave = preempt is not None and preempt() and not stop and step + 1 < cfg.steps
         if leave or stop or (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
-            run.timing, run.wall_seconds = dict(timer.total), wall()
+            run.timing, run.wall_seconds, run.cpu_seconds = dict(timer.total), wall(), cpu()
             with timer("checkpoint"):
                 checkpoint.save(run, step + 1, out_dir)
         if leave:
@@ -309,7 +316,7 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
                     run.last_eval, examples = run.evaluate(step, out_dir)
                 log.examples(step, examples)
             break
-    summary = run.summary(timer.total, wall(), stop, monitor.counts)
+    summary = run.summary(timer.total, wall(), stop, monitor.counts, cpu())
     folder.write_summary(summary)
     if final_samples and run.backend.rank == 0:
         _final_eval(run, out_dir, final_samples, trained)

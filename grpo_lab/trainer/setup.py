@@ -50,6 +50,7 @@ class RunState:
     base_eval: dict | None = None
     timing: dict = field(default_factory=dict)
     wall_seconds: float = 0.0  # wall time of the run up to the last checkpoint, over all attempts
+    cpu_seconds: float = 0.0  # process CPU time of the run up to the last checkpoint, over all attempts
     tokens_generated: int = 0
     tokens_trained: int = 0
     effective_samples: int = 0
@@ -73,7 +74,8 @@ class RunState:
             RunDir(out_dir).write_problems(name, step, per_problem)
         return metrics, examples
 
-    def summary(self, timing: dict, wall: float, stop_reason: str | None = None, alarms: dict | None = None) -> Summary:
+    def summary(self, timing: dict, wall: float, stop_reason: str | None = None, alarms: dict | None = None,
+                cpu: float | None = None) -> Summary:
         final = self.last_eval
         return Summary(
             run_id=self.cfg.run_id(),
@@ -83,7 +85,7 @@ class RunState:
             delta_pass_at_1=final.get("eval/pass@1", 0.0) - (self.base_eval or {}).get("eval/pass@1", 0.0),
             stopped=stop_reason is not None, stop_reason=stop_reason,
             alarms=alarms or {},
-            wall_seconds=wall,
+            wall_seconds=wall, cpu_seconds=cpu,
             **device_hours(timing, wall, self.devices, self.device.type, self.effective_samples),
             tokens_generated=self.tokens_generated,
             tokens_trained=self.tokens_trained,

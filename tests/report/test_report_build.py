@@ -130,3 +130,16 @@ def test_atomic_write_cleans_up_when_the_write_fails(tmp_path: Path,
         report_module.atomic_write(target, b"new")
     assert target.read_text() == "old"
     assert list(tmp_path.iterdir()) == [target]
+
+
+def test_the_cost_basis_is_named_and_contention_is_warned() -> None:
+    from grpo_lab.report.costs import cost_blocks
+    from tests.report.conftest import make_data
+
+    data = make_data()
+    data.costs.update(cpu_hours=1.0, cpu_runs_wall_hours=2.4, cpu_runs=3)
+    text = " ".join(b.text for b in cost_blocks(data, "core-h") if hasattr(b, "text"))
+    assert "Cost basis: wall-clock time × devices held" in text and "(2.40x)" in text
+    assert "Warning: wall time is 2.4x the CPU time" in text
+    data.costs.update(cpu_runs_wall_hours=1.2)
+    assert "Warning" not in " ".join(b.text for b in cost_blocks(data, "core-h") if hasattr(b, "text"))

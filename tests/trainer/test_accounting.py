@@ -31,6 +31,10 @@ def test_phase_hours_add_up_to_wall_hours(tmp_path, make_cfg):
     check_cost(summary)
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert saved["device_hours_by_phase"] == summary.device_hours_by_phase
+    # the process's CPU time beside the wall time, in the summary and per phase in every step row
+    assert 0 < saved["cpu_seconds"] < 8 * saved["wall_seconds"]
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["cpu/train"] > 0 for r in rows) and all(r["cpu/train"] < 8 * r["timing/train"] for r in rows)
 
 
 def test_a_resumed_run_counts_both_attempts(tmp_path, make_cfg):
@@ -48,6 +52,13 @@ def test_a_resumed_run_counts_both_attempts(tmp_path, make_cfg):
     t2 = time.perf_counter()
     check_cost(summary)
     assert t2 - t1 < summary.wall_seconds < t2 - t0  # the first attempt's wall up to its checkpoint counts
+    assert summary.cpu_seconds > torch_cpu_of_second_attempt(tmp_path)  # and its CPU time
+
+
+def torch_cpu_of_second_attempt(folder) -> float:
+    """CPU seconds of the steps the second attempt ran (steps 4-7: the first checkpointed at 4)."""
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    return sum(v for r in rows if r["step"] >= 4 for k, v in r.items() if k.startswith("cpu/"))
 
 
 def test_effective_samples_exclude_masked_and_zero_variance_samples(tmp_path, make_cfg):
