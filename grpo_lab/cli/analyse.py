@@ -24,7 +24,6 @@ def interactions_cmd(
     workspace: Path = typer.Option(Path(".grpo-lab"), help="the sweep's workspace (when SOURCE is a sweep name)"),
 ) -> None:
     """Flag trick combinations that do worse than their single tricks predict (docs/design.md section 6)."""
-    from rich.markup import escape
 
     from grpo_lab.analysis import results
     from grpo_lab.analysis.interactions import interactions
@@ -39,7 +38,7 @@ def interactions_cmd(
             frame = sweep_results(source, workspace)
         table = interactions(frame, metric, delta=delta, logit=logit, variance=variance)
     except ValueError as exc:  # ConfigError included
-        fail(ConfigError(escape(str(exc))))
+        fail(exc)
     if as_json:
         typer.echo(json.dumps(table.fill_nan(None).to_dicts(), indent=1))
     elif table.is_empty():
@@ -58,7 +57,6 @@ def report(
     db: Optional[str] = typer.Option(None, help="registry SQLAlchemy URL"),
 ) -> None:
     """Write the comparison report of a sweep: index.html (self-contained) and report.md."""
-    from rich.markup import escape
 
     from grpo_lab.api import report_sweep
 
@@ -67,7 +65,7 @@ def report(
         with console.status(f"analysing sweep {sweep_name}"):
             html, md = report_sweep(sweep_name, out, workspace, db, metric, logit)
     except ValueError as exc:  # ConfigError included: no such sweep, runs that cannot be pooled
-        fail(ConfigError(escape(str(exc))))
+        fail(exc)
     console.print(f"wrote {html} and {md}")
 
 
@@ -94,7 +92,7 @@ def predict(
         rows = predict_arms(sweep_name, at, workspace, db, metric)
         verdicts = curve_verdicts(sweep_name, workspace, db, metric)
     except ValueError as exc:
-        fail(ConfigError(escape(str(exc))))
+        fail(exc)
     console.print(prediction_table(rows, at))
     if verdicts:
         console.print(curve_verdict_table(verdicts))

@@ -61,7 +61,7 @@ def plan(
     try:
         p = make_plan(matrix, hardware, workspace, db)
     except ConfigError as exc:
-        fail(ConfigError(escape(str(exc))))  # '[a, b]' in a message is not markup
+        fail(exc)
     if as_json or cells:  # streamed: a plan can have hundreds of thousands of cells
         sys.stdout.writelines(p.json_chunks() if as_json else plan_lines(p))
         return
@@ -92,7 +92,6 @@ def preset(
     force: bool = typer.Option(False, "--force", help="overwrite the output file if it exists"),
 ) -> None:
     """Write a budget-tier matrix (docs/study.md "Budget tiers") whose estimate fits the tier, and summarise its plan."""
-    from rich.markup import escape
 
     from grpo_lab.spec.budget import preset_yaml
     from grpo_lab.spec.matrix import load_matrix
@@ -108,7 +107,7 @@ def preset(
         out.write_text(text)
         p = make_plan(load_matrix(out), name=out.stem)
     except ConfigError as exc:
-        fail(ConfigError(escape(str(exc))))  # '[a, b]' in a message is not markup
+        fail(exc)
     console.print(f"wrote {out}")
     show_plan(console, p, table=False)
 
@@ -147,7 +146,6 @@ def sweep(
     With --decide, the matrix is the first wave: seeds are then added to the arms whose runs close the
     most open comparisons that can still close, per device-hour (anytime-valid confidence sequences,
     analysis/decide.py)."""
-    from rich.markup import escape
 
     from grpo_lab.execution.driver import PreflightFailed, SweepRequest, run_sweep
 
@@ -167,7 +165,7 @@ def sweep(
         except PreflightFailed as exc:
             fail(exc)
         except ConfigError as exc:
-            fail(ConfigError(escape(str(exc))))  # '[a, b]' in a message is not markup
+            fail(exc)
     if result.counts["failed"]:
         raise typer.Exit(1)
 

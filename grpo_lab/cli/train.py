@@ -183,7 +183,10 @@ def tune_cmd(
 ) -> None:
     """Search run-config values with Optuna (TPE, median pruning); each trial is a registered run.
     Resumable: run it again with the same name to continue; finished trials are never repeated."""
-    import optuna
+    try:
+        import optuna
+    except ImportError:
+        fail(ConfigError("grpo-lab tune needs Optuna: pip install 'grpo-lab[tune]'"))
     from rich.markup import escape
 
     from grpo_lab.tune import TuneOptions, tune
@@ -204,7 +207,7 @@ def tune_cmd(
     try:
         result = tune(target, space, opts, on_trial=on_trial)
     except ConfigError as exc:
-        fail(ConfigError(escape(str(exc))))
+        fail(exc)
     console.print(trials_table(result.study, result.unit))
     why = {"trials": "reached --trials", "budget": f"budget of {budget} reached",
            "failures": "stopped after repeated failed trials"}[result.stopped_by]

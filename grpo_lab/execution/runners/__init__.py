@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from grpo_lab.execution.runners.base import KINDS, Runner, RunnerProfile
@@ -18,8 +19,24 @@ from grpo_lab.util.validate import validate
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
 
 
+# runner kind -> (the module it needs, the extra that installs it)
+NEEDS = {"ray": ("ray", "grpo-lab[ray]"), "slurm": ("submitit", "grpo-lab[slurm]")}
+
+
 def load_profile(name_or_path: str | None) -> RunnerProfile:
-    """`local`, `ray`, `slurm` (runners/<name>.yaml when present) or a path to a profile YAML."""
+    """`local`, `ray`, `slurm` (runners/<name>.yaml when present) or a path to a profile YAML;
+    one ConfigError line naming the extra when its kind's library is not installed."""
+    profile = _read_profile(name_or_path)
+    if profile.kind in NEEDS:
+        module, extra = NEEDS[profile.kind]
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise ConfigError(f"runner {profile.kind} needs {module}: pip install '{extra}'") from None
+    return profile
+
+
+def _read_profile(name_or_path: str | None) -> RunnerProfile:
     name = name_or_path or "local"
     path = Path(name)
     if not path.suffix:

@@ -20,7 +20,7 @@ class RayRunner:
         try:
             import ray
         except ImportError:
-            raise RuntimeError("runner ray needs `pip install ray`") from None
+            raise RuntimeError("runner ray needs Ray: pip install 'grpo-lab[ray]'") from None
         self.ray = ray
         if not ray.is_initialized():
             kwargs = {"address": opts.address} if opts.address else {"num_cpus": opts.num_cpus}

@@ -39,7 +39,7 @@ class SlurmRunner:
         try:
             import submitit
         except ImportError:
-            raise RuntimeError("runner slurm needs `pip install submitit`") from None
+            raise RuntimeError("runner slurm needs submitit: pip install 'grpo-lab[slurm]'") from None
         self.submitit = submitit
         cluster = opts.cluster or ("slurm" if shutil.which("sbatch") else "local")
         self.folder = Path(workspace) / opts.folder / "%j"
