@@ -22,12 +22,14 @@ GRID = 60
 PALETTE = list(matplotlib.colormaps["tab10"].colors)
 
 
-def _span(i: curves.Interval, fmt: str = ".3g") -> str:
+def _span(i: curves.Interval, fmt: str = ".3g", rate: bool = False) -> str:
+    """'est [lower, upper]'; a pass rate's interval clipped to [0, 1] (its coverage is unchanged)."""
     if i.n == 0 or not math.isfinite(i.est):
         return "-"
     if not (math.isfinite(i.lower) and math.isfinite(i.upper)):
         return f"{i.est:{fmt}}"
-    return f"{i.est:{fmt}} [{i.lower:{fmt}}, {i.upper:{fmt}}]"
+    lo, hi = (max(i.lower, 0.0), min(i.upper, 1.0)) if rate else (i.lower, i.upper)
+    return f"{i.est:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
 
 
 def _longest(arms: list[curves.ArmFits]) -> float:
@@ -85,8 +87,8 @@ def _row(arm: curves.ArmFits, at: float, verdict: CurveVerdict | None) -> list[T
     c = arm.curve
     pred = curves.predict(c, at).mean if c.runs else curves.Interval(math.nan, -math.inf, math.inf, 0)
     labels = [verdict.ceiling_label, verdict.speed_label] if verdict else ["(baseline)", "(baseline)"]
-    return [arm.model, arm.task, arm.tricks, collapsed_text(len(c.runs), c.collapsed), _span(c.A), _span(c.B),
-            _span(c.C_mid), f"{_span(pred)} at {at:.3g}", *labels]
+    return [arm.model, arm.task, arm.tricks, collapsed_text(len(c.runs), c.collapsed), _span(c.A, rate=True),
+            _span(c.B), _span(c.C_mid), f"{_span(pred, rate=True)} at {at:.3g}", *labels]
 
 
 def curve_blocks(arms: list[curves.ArmFits], verdicts: list[CurveVerdict]) -> list[Block]:

@@ -84,7 +84,7 @@ class ReportData:
     variance and decisions: the "decisions" section, shown when either is given (decisions:
     waves, verdicts (analysis/verdict.py Verdict, rendered as they are) and the --decide
     options, execution/waves.py report_rows); curves: each arm's compute-curve fits, the
-    "Compute curves" section."""
+    "Compute curves" section; samples: eval completions side by side (report/samples.py)."""
 
     runs: pl.DataFrame
     steps: pl.DataFrame
@@ -97,6 +97,7 @@ class ReportData:
     variance: pl.DataFrame = field(default_factory=pl.DataFrame)  # analysis.variance.budget_frame
     decisions: dict[str, Any] = field(default_factory=dict)
     curves: list[ArmFits] = field(default_factory=list)  # analysis/curves.py, per arm
+    samples: pl.DataFrame = field(default_factory=pl.DataFrame)  # report/samples.py SCHEMA
 
     def __post_init__(self) -> None:
         self.runs = conform(self.runs, RUNS_SCHEMA)
@@ -214,6 +215,7 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
     from grpo_lab.analysis.variance import budget_frame
     from grpo_lab.execution import waves
     from grpo_lab.execution.sweep import cell_arms, mixed_arms
+    from grpo_lab.report.samples import sample_frame
 
     cells = _done_cells(sweep)
     if not cells:
@@ -247,6 +249,7 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
         costs=_costs(sweep, cells, effective, decisions), env=json.loads(sweep.env_json or "{}"),
         variance=budget_frame(labelled), decisions=decisions,
         curves=from_run_dirs([(c.labels(), Path(c.run.out_dir), c.run.devices) for c in cells], f"eval/{metric}"),
+        samples=sample_frame(labelled),
         meta={"sweep": sweep.name, "matrix": matrix, "partial": _partial(sweep, cells), "metric": metric, "created": sweep.created_at.isoformat(),
               "commands": reproduce_commands(sweep, matrix, metric, logit, decisions)},
     )

@@ -13,6 +13,7 @@ from grpo_lab.report.costs import cost_blocks
 from grpo_lab.report.decisions import decision_blocks, variance_blocks
 from grpo_lab.report.inputs import KEYS, ReportData
 from grpo_lab.report.recommend import recommendation
+from grpo_lab.report.samples import sample_blocks
 from grpo_lab.report.render import (
     MISSING,
     Badge,
@@ -300,6 +301,7 @@ def build_document(p: Parts) -> Document:
         Section("verdicts", "Verdicts per trick set", _verdicts(p, unit)),
         Section("curves", "Reward and pass@1 curves", _curves(p)),
         Section("compute", "Compute curves: ceiling and speed", p.compute_curves),
+        Section("samples", "Sample completions", sample_blocks(p.data.samples, p.verdicts["tricks"].to_list())),
         Section("length", "Output length", _length(p)),
         Section("stability", "Stability", _stability(p)),
         Section("interactions", "Interactions between tricks", _interactions(p)),
@@ -309,7 +311,7 @@ def build_document(p: Parts) -> Document:
     ]
     decided = decision_blocks(p.data.decisions, unit) + variance_blocks(p.data.variance, unit)
     if decided:
-        sections.insert(8, Section("decisions", "Decisions and variance budget", decided))
+        sections.insert(9, Section("decisions", "Decisions and variance budget", decided))
     if p.data.runs["model"].n_unique() <= 1:
         # One model: the summary names it; a constant column would only push tables wider.
         for section in sections:

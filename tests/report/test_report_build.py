@@ -16,7 +16,7 @@ from PIL import Image as PILImage
 import grpo_lab.report as report_module
 from grpo_lab.report import ReportData, write_report
 
-SECTION_IDS = ["recommend", "glance", "verdicts", "curves", "compute", "length", "stability", "interactions", "costs",
+SECTION_IDS = ["recommend", "glance", "verdicts", "curves", "compute", "samples", "length", "stability", "interactions", "costs",
                "environment", "reproduce"]
 
 
