@@ -18,8 +18,9 @@ below is wrong unless an interval missed:
               ("later"); "same speed (within ×s)" inside (1/s, s); else "undecided"
 
 A ceiling is an extrapolation unless the runs went past half their gain, so the ceiling is
-"undecided" (said why) when any run of either arm ended before its own C_mid or had A or C_mid
-pinned at a fit bound; the speed is "undecided" when a run had C_mid pinned. Fewer than two
+"undecided" (said why) when any run of either arm ended before its own C_mid or had A pinned at
+a fit bound; a flat run's ceiling is its level. The speed is "undecided" when a run had C_mid
+pinned or was flat (curves.fit_run). Fewer than two
 healthy runs in an arm: undecided. δ defaults to ScaleRL's ±0.02 band on A.
 """
 
@@ -90,8 +91,10 @@ def _unidentified(fits: tuple[RunFit, ...], ceiling: bool) -> str:
     """Why an arm's runs cannot carry a ceiling (or a speed) label, or ''."""
     if len(fits) < 2:
         return f"{len(fits)} healthy run(s)"
-    if pinned := sorted({p for f in fits for p in f.at_bound if ceiling or p == "C_mid"}):
-        return f"{'/'.join(pinned)} at a fit bound in {sum(bool(f.at_bound) for f in fits)} run(s)"
+    if not ceiling and (flat := sum(f.flat for f in fits)):
+        return f"{flat} run(s) flat within their noise: no speed to read"
+    if pinned := sorted({p for f in fits for p in f.at_bound if p == ("A" if ceiling else "C_mid")}):
+        return f"{'/'.join(pinned)} at a fit bound in {sum(p in f.at_bound for f in fits for p in pinned)} run(s)"
     if ceiling and (short := sum(f.C_last < f.C_mid for f in fits)):
         return f"{short} run(s) ended before half their gain (C_last < C_mid): the ceiling is an extrapolation"
     return ""

@@ -17,6 +17,12 @@ A run's fit (`fit_run`):
     bounds     A ∈ [0, 1], B ∈ [B_MIN, B_MAX], C_mid ∈ [C_first/20, 50·C_last]; a fit at a bound
                says so (`at_bound`): its parameter is not identified by the points it had
     starts     a grid of (B, C_mid) starts, the lowest loss kept
+    flat       the saturating fit is kept only where it beats a flat line through the points by
+               AICc (squared residuals; 3 parameters against 1): a run on a noisy plateau
+               otherwise gets any A with a C_mid beyond its points, and its extrapolation is
+               arbitrary (measured on real tiny-model runs: errors up to 0.44 at 4x the fit
+               window). A flat run's A is its level, C_mid is pinned at its lower bound (no speed
+               to read) and `flat` says so.
 A run collapsed on its curve when analysis/collapse.py's rule calls the fitted level at its last
 compute, R(C_last), collapsed against R0: the same rule the verdict engine counts, read through
 the fit instead of one noisy eval.
@@ -85,6 +91,7 @@ class RunFit:
     rmse: float  # of the fitted points
     at_bound: tuple[str, ...]  # parameters the fit pinned to a bound
     collapsed: bool  # collapse.is_collapsed(R0, R(C_last))
+    flat: bool = False  # a flat line fitted the points better (AICc): A is the level, no speed
 
     def at(self, C) -> np.ndarray:
         return saturating(C, self.R0, self.A, self.B, self.C_mid)
@@ -119,9 +126,22 @@ def fit_run(C, R, R0: float) -> RunFit:
     A, B, logc = best.x
     names = ("A", "B", "C_mid")
     pinned = tuple(n for n, v, a, b in zip(names, best.x, lo, hi) if min(v - a, b - v) < 1e-6 * max(1.0, abs(b - a)))
+    rss = float(np.sum(resid(best.x) ** 2))
+    level = float(np.mean(R))
+    if _aicc(float(np.sum((R - level) ** 2)), C.size, 1) <= _aicc(rss, C.size, 3):
+        return RunFit(float(R0), level, B_MAX, float(C.min() / 20), float(C.max()), int(C.size),
+                      float(np.std(R)), ("C_mid",), collapse.is_collapsed(R0, level), flat=True)
     end = float(saturating(C.max(), R0, A, B, math.exp(logc)))
     return RunFit(float(R0), float(A), float(B), float(math.exp(logc)), float(C.max()), int(C.size),
-                  float(np.sqrt(np.mean(resid(best.x) ** 2))), pinned, collapse.is_collapsed(R0, end))
+                  math.sqrt(rss / C.size), pinned, collapse.is_collapsed(R0, end))
+
+
+def _aicc(rss: float, n: int, k: int) -> float:
+    """Akaike's criterion with the small-sample correction for a least-squares fit of k
+    parameters to n points; infinite where n ≤ k + 1 (the correction's pole)."""
+    if n <= k + 1:
+        return math.inf
+    return n * math.log(max(rss, 1e-12) / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,19 @@ def test_a_run_that_falls_apart_is_collapsed_on_its_curve_by_the_verdict_engines
     assert not cv.fit_run(C, healthy, 0.3).collapsed
 
 
+def test_a_noisy_plateau_is_fitted_flat_and_extrapolated_flat():
+    """Real tiny-model runs plateau within their eval noise: a saturating fit then finds any A with
+    a C_mid beyond the points (one fell to A = 0, predicting 0.01 for a run that ended at 0.38)."""
+    rng = np.random.default_rng(5)
+    R = 0.45 + rng.normal(0, 0.025, C.size)
+    R[-8:] -= 0.03  # a dip at the end: the shape that sent the saturating fit to A = 0
+    f = cv.fit_run(C, R, 0.38)
+    assert f.flat and f.A == pytest.approx(R[C >= 4].mean()) and f.at_bound == ("C_mid",)
+    assert float(f.at(160.0)) == pytest.approx(f.A, abs=1e-6)
+    rising = cv.fit_run(C, cv.saturating(C, 0.2, 0.6, 1.5, 8.0) + rng.normal(0, 0.015, C.size), 0.2)
+    assert not rising.flat
+
+
 def test_series_reads_compute_without_eval_time_and_falls_back_to_steps():
     rows = [{"step": 0, "timing/rollout": 1800.0, "timing/train": 1800.0},
             {"step": 1, "timing/rollout": 1800.0, "timing/train": 1800.0, "timing/eval": 99999.0, "eval/pass@1": 0.4},
