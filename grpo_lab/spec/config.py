@@ -151,7 +151,10 @@ def plugin_identity(cfg: RunConfig) -> dict:
 # Settings added after runs were recorded, dropped from the dump at their defaults so those runs
 # keep their ids.
 _LATER_DEFAULTS = {"sandbox": "bwrap", "data": None}
-_LATER_REWARD_DEFAULTS = {"function": None, "functions": [], "verifier": "extract", "scoring": "strict"}
+_LATER_SECTION_DEFAULTS = {
+    "reward": {"function": None, "functions": [], "verifier": "extract", "scoring": "strict"},
+    "loss": {"top_entropy_frac": 1.0},
+}
 
 
 def comparable(dump: dict) -> dict:
@@ -159,9 +162,9 @@ def comparable(dump: dict) -> dict:
     before such a setting existed compare equal to today's (and keep their run ids): the default
     code sandbox scores honest programs exactly as the old one did."""
     out = {k: v for k, v in dump.items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
-    if isinstance(out.get("reward"), dict):
-        out["reward"] = {k: v for k, v in out["reward"].items()
-                         if k not in _LATER_REWARD_DEFAULTS or v != _LATER_REWARD_DEFAULTS[k]}
+    for section, later in _LATER_SECTION_DEFAULTS.items():
+        if isinstance(out.get(section), dict):
+            out[section] = {k: v for k, v in out[section].items() if k not in later or v != later[k]}
     return out
 
 

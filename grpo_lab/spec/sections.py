@@ -40,9 +40,10 @@ class SamplingConfig(Strict):
 class AdvantageConfig(Strict):
     """How group rewards become advantages (trainer/advantages.py)."""
 
-    normalization: Literal["zscore", "quantile", "batch_std", "mean_only"] = Field(
+    normalization: Literal["zscore", "quantile", "batch_std", "mean_only", "rloo", "reinforce_pp_baseline"] = Field(
         "zscore", description="group normaliser: z-score, in-group rank quantile, batch std (Lite PPO), "
-                              "mean only (Dr. GRPO)")
+                              "mean only (Dr. GRPO), leave-one-out mean (RLOO), group mean then batch std of "
+                              "the centred rewards (REINFORCE++-baseline)")
     eps: float = Field(
         1e-6, description="std below this counts as zero variance (zero advantages); added to the divisor")
     clip: float | None = Field(None, gt=0, description="clip each advantage to [-clip, clip]; None: no clip")
@@ -156,8 +157,13 @@ class LossConfig(Strict):
     aggregation: Literal["token_mean", "seq_mean", "token_sum_norm"] = Field(
         "token_mean", description="per-token losses to a scalar: mean over tokens, mean of sequence means, "
                                   "or sum over a constant (Dr. GRPO)")
-    weighting: Literal["token", "sequence"] = Field(
-        "token", description="importance ratio per token, or one per sequence")
+    weighting: Literal["token", "sequence", "cispo", "gmpo"] = Field(
+        "token", description="the importance-weighted surrogate: PPO's per-token ratio, one ratio per sequence "
+                             "(GSPO), REINFORCE with clipped stop-gradient ratios (CISPO), or the geometric mean "
+                             "of clipped token ratios (GMPO); the clip range is clip_low/clip_high throughout")
+    top_entropy_frac: float = Field(
+        1.0, gt=0, le=1, description="the policy term only on this top fraction of trained tokens by entropy "
+                                     "(Beyond the 80/20 rule: 0.2); 1: every token")
     entropy_coef: float = Field(0.0, description="weight of the token-entropy bonus subtracted from the loss")
     inner_updates: int = Field(1, ge=1, description="optimizer updates per batch of rollouts (> 1: the ratio moves)")
     mask: Literal["prompt", "code_only"] = Field(

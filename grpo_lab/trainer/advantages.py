@@ -46,7 +46,31 @@ def mean_only(r: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return r - r.mean(dim=1, keepdim=True)
 
 
-NORMALIZERS = {"zscore": zscore, "quantile": quantile, "batch_std": batch_std, "mean_only": mean_only}
+def rloo(r: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """RLOO: A_i = r_i - mean_{j != i}(r_j) = G / (G - 1) * (r_i - mean_g(r)). [N,G] -> [N,G].
+
+    Each sample's baseline leaves the sample out, so it is independent of it (an unbiased
+    REINFORCE baseline); G = 1 has no baseline and gives zeros.
+    """
+    G = r.size(1)
+    return (r - r.mean(dim=1, keepdim=True)) * (G / (G - 1)) if G > 1 else torch.zeros_like(r)
+
+
+def reinforce_pp_baseline(r: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """REINFORCE++-baseline: c = r - mean_g(r), then A = c / (std over the batch of c + eps). [N,G] -> [N,G].
+
+    The group mean removes the prompt's difficulty, the batch std sets one scale for all prompts
+    (Lite PPO divides by the std of the raw rewards instead). The batch mean of c is 0 with equal
+    group sizes, so the batch whitening of verl and OpenRLHF reduces to the division; they whiten
+    over tokens (a completion counts once per token), this over completions.
+    """
+    centred = r - r.mean(dim=1, keepdim=True)
+    std = centred.std() if centred.numel() > 1 else torch.zeros(())
+    return centred / (std + eps) if std > eps else torch.zeros_like(r)
+
+
+NORMALIZERS = {"zscore": zscore, "quantile": quantile, "batch_std": batch_std, "mean_only": mean_only,
+               "rloo": rloo, "reinforce_pp_baseline": reinforce_pp_baseline}
 
 
 def compute_advantages(

@@ -5,6 +5,8 @@ Shapes: B sequences, T completion tokens (right-padded); `mask` [B, T] is 1 on t
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -91,10 +93,61 @@ def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str = "token_mean", nor
     return AGGREGATIONS[mode](x, mask.to(x.dtype), norm)
 
 
-WEIGHTINGS = {  # loss.weighting -> (logp, old_logp, adv [B,1], mask, LossConfig) -> (loss, clipped)
+def cispo_surrogate(
+    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, clip_low: float = 1.0, clip_high: float = 4.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """CISPO (MiniMax-M1): L = -sg(clip(rho, 1 - e_lo, 1 + e_hi)) * A * logp, rho = exp(logp - old_logp).
+
+    REINFORCE weighted by a clipped, stop-gradient importance ratio: a token whose ratio left the
+    range keeps its gradient (scaled by the bound), where PPO's min() drops it. clip_low 1 is no
+    lower bound; 1 + clip_high is ScaleRL's eps_max. adv [B,1]. Returns (loss [B,T], clipped [B,T]).
+    """
+    ratio = torch.exp(logp - old_logp)
+    weight = ratio.clamp(1 - clip_low, 1 + clip_high).detach()
+    return -weight * adv * logp, (ratio < 1 - clip_low) | (ratio > 1 + clip_high)
+
+
+def gmpo_surrogate(
+    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
+    clip_low: float = 0.2, clip_high: float = 0.2,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GMPO: L_s = -A_s * exp(mean_t(sgn(A_s) * min(sgn(A_s) * d_t, sgn(A_s) * clip(d_t)))), d = logp - old_logp.
+
+    The geometric mean of the clipped token ratios replaces GRPO's arithmetic mean, so one
+    extreme token moves the sequence's weight less; clip(d) bounds the log-ratio to
+    [log(1 - clip_low), log(1 + clip_high)]. Spread over the sequence's tokens like
+    sequence_surrogate (GMPO's own mean is over sequences: aggregation seq_mean). adv: [B, 1].
+    Returns (loss [B,T], clipped [B,T]: tokens whose log-ratio left the range).
+    """
+    d = logp - old_logp
+    d_clip = d.clamp(math.log(1 - clip_low), math.log1p(clip_high))
+    sign = torch.sign(adv)
+    d_min = sign * torch.minimum(sign * d, sign * d_clip)
+    n = mask.sum(dim=1, keepdim=True).clamp(min=1)
+    ratio = torch.exp((d_min * mask).sum(dim=1, keepdim=True) / n)
+    return (-adv * ratio).expand_as(logp), d != d_clip
+
+
+WEIGHTINGS = {  # loss.weighting -> (logp, old_logp, adv [B,1], mask, LossConfig) -> (loss [B,T], clipped [B,T])
     "token": lambda lp, old, a, mask, c: clipped_surrogate(lp, old, a, c.clip_low, c.clip_high, c.dual_clip),
     "sequence": lambda lp, old, a, mask, c: sequence_surrogate(lp, old, a, mask, c.clip_low, c.clip_high),
+    "cispo": lambda lp, old, a, mask, c: cispo_surrogate(lp, old, a, c.clip_low, c.clip_high),
+    "gmpo": lambda lp, old, a, mask, c: gmpo_surrogate(lp, old, a, mask, c.clip_low, c.clip_high),
 }
+
+
+def top_entropy_mask(entropy: torch.Tensor, mask: torch.Tensor, frac: float) -> torch.Tensor:
+    """1 on the trained tokens whose entropy is in the top `frac` of the batch's trained tokens.
+
+    "Beyond the 80/20 rule": the policy gradient of the high-entropy "forking" tokens carries the
+    learning. Threshold = the (1 - frac) quantile (linear interpolation) of entropy over trained
+    tokens; a token at the threshold is kept, as in TRL. entropy, mask: [B,T] -> [B,T] (0/1).
+    """
+    on = mask != 0
+    if frac >= 1 or not on.any():
+        return on.to(entropy.dtype)
+    threshold = torch.quantile(entropy.detach()[on].float(), 1 - frac)
+    return ((entropy.detach() >= threshold) & on).to(entropy.dtype)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
@@ -106,15 +159,18 @@ def policy_loss(
     logp, old_logp, ref_logp, adv, mask, *, beta: float, cfg, kl_estimator: str = "k3", entropy=None,
     norm: float = 1.0, is_weights=None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """GRPO objective: aggregate(w * surrogate + beta * KL - entropy_coef * H) over trained tokens.
+    """GRPO objective: aggregate(w * e * surrogate + beta * KL - entropy_coef * H) over trained tokens.
 
     logp, old_logp, ref_logp, mask, entropy, is_weights: [B,T]; adv: [B] (one advantage per sequence).
-    ref_logp may be None when beta == 0 or when the KL is put in the reward instead. is_weights
-    (detached truncated importance weights for a sampler/trainer mismatch, trainer/importance.py)
-    scale only the policy term: KL and entropy are about the trainer's own distribution.
+    ref_logp may be None when beta == 0 or when the KL is put in the reward instead. is_weights w
+    (detached importance weights for a sampler/trainer mismatch, trainer/importance.py) and the
+    high-entropy token mask e (cfg.top_entropy_frac < 1) scale only the policy term: KL and
+    entropy are about the trainer's own distribution, and the aggregation still counts every token.
     """
     surr, clipped = WEIGHTINGS[cfg.weighting](logp, old_logp, adv[:, None], mask, cfg)
     surr = surr if is_weights is None else surr * is_weights
+    if cfg.top_entropy_frac < 1:
+        surr = surr * top_entropy_mask(entropy, mask, cfg.top_entropy_frac)
     per_token = surr
     metrics = {"loss/clip_frac": masked_mean(clipped.float(), mask)}
     if ref_logp is not None:

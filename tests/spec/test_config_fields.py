@@ -102,7 +102,7 @@ def test_descriptions_leave_the_dump_and_run_id_alone():
 def test_config_fields_list_dotted_keys_types_and_defaults():
     rows = {r.key: r for r in config_fields()}
     assert rows["sampling.group_size"].type == "int" and rows["sampling.group_size"].default == 8
-    assert rows["advantage.normalization"].type == "zscore | quantile | batch_std | mean_only"
+    assert rows["advantage.normalization"].type == "zscore | quantile | batch_std | mean_only | rloo | reinforce_pp_baseline"
     assert rows["optim.betas"].default == [0.9, 0.99] and rows["reward.length.kind"].default == "none"
     assert rows["reward.functions[].function"].required and rows["data.path"].required
     assert "sampling" not in rows and "reward.length" not in rows  # a section is its keys

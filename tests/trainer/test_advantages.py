@@ -7,6 +7,8 @@ from grpo_lab.trainer.advantages import (
     compute_advantages,
     mean_only,
     quantile,
+    reinforce_pp_baseline,
+    rloo,
     zscore,
 )
 
@@ -21,7 +23,7 @@ def test_zscore_hand_computed():
 
 def test_zero_variance_group_gives_zero_not_nan():
     r = torch.tensor([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
-    for fn in (zscore, quantile, batch_std, mean_only):
+    for fn in (zscore, quantile, batch_std, mean_only, rloo, reinforce_pp_baseline):
         a = fn(r)
         assert torch.isfinite(a).all(), fn.__name__
         assert torch.equal(a[0], torch.zeros(3)) and torch.equal(a[1], torch.zeros(3)), fn.__name__
@@ -64,3 +66,20 @@ def test_zero_group_floor_gives_a_small_negative_advantage():
     adv, m = compute_advantages(main, torch.zeros(2, 2), zero_group_floor=0.1)
     assert torch.equal(adv[0], torch.tensor([-0.1, -0.1]))
     assert adv[1, 0] > 0 and m["adv/zero_std_frac"] == 0.5
+
+
+def test_rloo_baseline_leaves_the_sample_out():
+    r = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 3.0, 1.0]])
+    loo = torch.stack([r[:, i] - torch.cat([r[:, :i], r[:, i + 1:]], 1).mean(1) for i in range(4)], 1)
+    assert torch.allclose(rloo(r), loo)
+    assert torch.allclose(rloo(r)[0], torch.tensor([2 / 3, -2 / 3, -2 / 3, 2 / 3]))
+    assert torch.equal(rloo(torch.tensor([[1.0], [0.0]])), torch.zeros(2, 1))  # G = 1: no baseline
+
+
+def test_reinforce_pp_baseline_divides_the_centred_rewards_by_their_batch_std():
+    r = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    # centred [[.5, -.5], [0, 0]]: mean 0, unbiased variance (.25 + .25) / 3
+    std = math.sqrt(0.5 / 3)
+    assert torch.allclose(reinforce_pp_baseline(r), torch.tensor([[0.5, -0.5], [0.0, 0.0]]) / (std + 1e-6))
+    # Lite PPO divides by the raw rewards' std (0.5) instead
+    assert torch.allclose(batch_std(r), torch.tensor([[1.0, -1.0], [0.0, 0.0]]), atol=1e-5)

@@ -4,7 +4,15 @@ import pytest
 import torch
 
 from grpo_lab.spec.config import LossConfig
-from grpo_lab.trainer.loss import aggregate, clipped_surrogate, kl_estimate, policy_loss
+from grpo_lab.trainer.loss import (
+    aggregate,
+    cispo_surrogate,
+    clipped_surrogate,
+    gmpo_surrogate,
+    kl_estimate,
+    policy_loss,
+    top_entropy_mask,
+)
 
 
 def test_k3_is_zero_when_policy_equals_reference_and_matches_formula():
@@ -81,3 +89,63 @@ def test_importance_weights_scale_only_the_policy_term():
     assert float(plain) == pytest.approx(-1.0 + 0.1 * kl)
     assert float(weighted) == pytest.approx(-1.25 + 0.1 * kl)
     assert mw["kl/mean"] == pytest.approx(m["kl/mean"])
+
+
+def test_cispo_keeps_the_gradient_of_clipped_tokens_at_the_bound():
+    old = torch.zeros(1, 3)
+    logp = torch.log(torch.tensor([[1.5, 0.5, 6.0]])).requires_grad_()
+    loss, clipped = cispo_surrogate(logp, old, torch.tensor([[1.0]]), clip_low=1.0, clip_high=4.0)
+    # weights sg(clip(rho, 0, 5)) = 1.5, 0.5, 5; L = -w * A * logp, so dL/dlogp = -w * A
+    assert torch.allclose(loss, -torch.tensor([[1.5, 0.5, 5.0]]) * logp.detach())
+    loss.sum().backward()
+    assert torch.allclose(logp.grad, torch.tensor([[-1.5, -0.5, -5.0]]))
+    assert clipped.tolist() == [[False, False, True]]
+    ppo_logp = logp.detach().clone().requires_grad_()
+    clipped_surrogate(ppo_logp, old, torch.tensor([[1.0]]), 0.2, 4.0)[0].sum().backward()
+    assert ppo_logp.grad[0, 0] == pytest.approx(-1.5) and ppo_logp.grad[0, 2] == 0  # PPO drops the token CISPO keeps
+
+
+def test_gmpo_is_the_geometric_mean_of_sign_aware_clipped_ratios():
+    old = torch.zeros(2, 3)
+    logp = torch.log(torch.tensor([[2.0, 0.9, 1.0], [0.5, 1.1, 1.0]])).requires_grad_()
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])  # the third token is padding
+    adv = torch.tensor([[1.0], [-1.0]])
+    loss, clipped = gmpo_surrogate(logp, old, adv, mask, 0.2, 0.2)
+    # A > 0: min(d, clip(d)) = log 1.2, log 0.9; A < 0: max(d, clip(d)) = log 0.8, log 1.1
+    assert loss[0, 0].item() == pytest.approx(-math.sqrt(1.2 * 0.9))
+    assert loss[1, 0].item() == pytest.approx(math.sqrt(0.8 * 1.1))
+    assert clipped[:, :2].tolist() == [[True, False], [True, False]]
+    aggregate(loss, mask, "seq_mean").backward()
+    # only unclipped tokens carry gradient: d/dlogp of -A * exp(mean d) = -A * ratio / n, halved by seq_mean
+    expected = torch.tensor([[0.0, -math.sqrt(1.08) / 4, 0.0], [0.0, math.sqrt(0.88) / 4, 0.0]])
+    assert torch.allclose(logp.grad, expected, atol=1e-6)
+
+
+def test_gmpo_and_cispo_at_ratio_one_are_the_policy_gradient():
+    logp = torch.tensor([[-1.0, -2.0], [-0.5, -0.7]], requires_grad=True)
+    mask, adv = torch.ones(2, 2), torch.tensor([[2.0], [-1.0]])
+    for surrogate in (lambda: cispo_surrogate(logp, logp.detach(), adv)[0],
+                      lambda: gmpo_surrogate(logp, logp.detach(), adv, mask)[0]):
+        logp.grad = None
+        aggregate(surrogate(), mask, "seq_mean").backward()
+        assert torch.allclose(logp.grad, -adv.expand(2, 2) / 4), logp.grad  # -A / (n * B)
+
+
+def test_top_entropy_mask_keeps_the_top_fraction_of_trained_tokens():
+    entropy = torch.tensor([[0.1, 0.5, 0.9], [0.3, 0.7, 2.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])  # 2.0 is padding: not a candidate
+    # trained entropies .1 .3 .5 .7 .9: the 0.6 quantile is .5 + 0.4 * .2 = .58, so .7 and .9 stay
+    assert top_entropy_mask(entropy, mask, 0.4).tolist() == [[0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]
+    assert torch.equal(top_entropy_mask(entropy, mask, 1.0), mask)
+
+
+def test_top_entropy_frac_masks_only_the_policy_term_and_keeps_the_denominator():
+    logp = torch.zeros(2, 3, requires_grad=True)
+    ref = torch.full((2, 3), -0.5)
+    entropy = torch.tensor([[0.1, 0.5, 0.9], [0.3, 0.7, 2.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    loss, _ = policy_loss(logp, logp.detach(), ref, torch.tensor([1.0, -2.0]), mask, beta=0.0,
+                          cfg=LossConfig(top_entropy_frac=0.4), entropy=entropy)
+    loss.backward()
+    # token_mean over all 5 trained tokens; the policy gradient -A / 5 only on the two kept tokens
+    assert torch.allclose(logp.grad, torch.tensor([[0.0, 0.0, -0.2], [0.0, 0.4, 0.0]]))
