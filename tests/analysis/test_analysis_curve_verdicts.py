@@ -89,6 +89,7 @@ def run_fits(rng, n: int, kind: str) -> list[cv.RunFit]:
     return out
 
 
+POOL = 120  # fitted runs per arm type
 TRUTH = {"skew": (0.0, 1.0), "fast": (0.0, 1 / 3), "collapse": (0.0, 1.0), "raise": (0.15, 1.0)}
 
 
@@ -108,17 +109,17 @@ def wrong(v: cvd.CurveVerdict, dA: float, ratio: float, delta: float = cvd.DELTA
 @pytest.mark.parametrize("kind", ["skew", "fast", "collapse", "raise"])
 def test_no_label_is_wrong_more_often_than_alpha_under_skew_collapse_and_speed_only_tricks(kind):
     """Sweeps of a baseline and 4 tricks of one kind, 6 seeds each, α = 0.05: the share of sweeps
-    with any wrong label stays ≤ α + 2 Monte Carlo SE. Runs are fitted once into pools of 150
+    with any wrong label stays ≤ α + 2 Monte Carlo SE. Runs are fitted once into pools of POOL
     per arm type and sweeps draw their seeds from the pools (fitting every sweep's runs anew
     would take minutes), so the rate is the pools' own."""
     rng = np.random.default_rng(["skew", "fast", "collapse", "raise"].index(kind) + 40)
-    pool_b, pool_t = run_fits(rng, 150, "base"), run_fits(rng, 150, kind)
+    pool_b, pool_t = run_fits(rng, POOL, "base"), run_fits(rng, POOL, kind)
     dA, ratio = TRUTH[kind]
     reps, any_wrong, decided = 300, 0, 0
     for _ in range(reps):
-        arms = [cv.ArmFits("tiny", "math", "baseline", cv.arm_curve([pool_b[i] for i in rng.choice(150, 6, False)]),
+        arms = [cv.ArmFits("tiny", "math", "baseline", cv.arm_curve([pool_b[i] for i in rng.choice(POOL, 6, False)]),
                            (), "device-hours")]
-        arms += [cv.ArmFits("tiny", "math", f"t{j}", cv.arm_curve([pool_t[i] for i in rng.choice(150, 6, False)]),
+        arms += [cv.ArmFits("tiny", "math", f"t{j}", cv.arm_curve([pool_t[i] for i in rng.choice(POOL, 6, False)]),
                             (), "device-hours") for j in range(4)]
         got = cvd.verdicts(arms)
         any_wrong += any(wrong(v, dA, ratio) for v in got)

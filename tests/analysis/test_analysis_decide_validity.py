@@ -8,10 +8,10 @@ never from the method. A replicate errs when it calls a θ = 0 comparison signif
 wrong sign (false significant), calls a |θ| ≥ δ one equivalent (false equivalent), or labels a
 collapse rate "more"/"fewer" where θ_c = 0 or of the other sign (false collapse label).
 
-The bound: each rate ≤ α + 2·√(α(1 − α)/n) over n = REPS = 270 replicates, 0.0765: the test passes
-while at most 20 of 270 replicates err. A method whose true rate is 10% errs in more than 20 with
-probability 0.91 (exact binomial; 250 replicates would give 0.88, 300 give 0.93), and one at α
-fails it with probability 0.03.
+The bound: each rate ≤ α + 2·√(α(1 − α)/n) over n = REPS = 220 replicates, 0.0794: the test passes
+while at most 17 of 220 replicates err. A method whose true rate is 10% errs in more than 17 with
+probability 0.85 (exact binomial; 270 replicates would give 0.91 for a quarter more CI time), and
+one at α fails it with probability 0.03.
 
 Runtime (about 5 minutes on a 2-core box): waves of WAVE = 128 runs (a runner with more slots; the
 loop then takes ~7 steps instead of ~30 at 16, each step's cost growing with its slots), one test per
@@ -32,7 +32,7 @@ import pytest
 from grpo_lab.analysis import simulate as sim
 from grpo_lab.analysis.rule import DecisionRule
 
-REPS, WAVE = 270, 128
+REPS, WAVE = 220, 128
 
 
 def bound(reps: int, alpha: float = 0.05) -> float:
