@@ -154,6 +154,7 @@ _LATER_DEFAULTS = {"sandbox": "bwrap", "data": None}
 _LATER_SECTION_DEFAULTS = {
     "reward": {"function": None, "functions": [], "verifier": "extract", "scoring": "strict"},
     "loss": {"top_entropy_frac": 1.0},
+    "vllm": {"tis_mode": "token_truncate"},
 }
 
 

@@ -247,7 +247,11 @@ class VLLMConfig(Strict):
     enforce_eager: bool = Field(False, description="no CUDA graphs: faster start, slower decoding")
     max_model_len: int | None = Field(None, ge=1, description="prompt + completion tokens; None: the model's limit")
     tis_cap: float | None = Field(
-        None, gt=0, description="truncated importance sampling: cap C on pi_trainer / pi_engine; None: off")
+        None, gt=0, description="importance sampling for the sampler/trainer mismatch: cap C on pi_trainer / "
+                                "pi_engine; None: off")
+    tis_mode: Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] = Field(
+        "token_truncate", description="the ratio per token or per sequence (the product of its tokens'), "
+                                      "truncated at C or zeroed beyond C (TRL's vllm_importance_sampling_mode)")
 
 
 ALARM_KINDS = ("adv_std_spike", "diversity_collapse", "entropy_collapse", "kl_explosion", "reward_cliff",

@@ -226,7 +226,8 @@ def update(run: RunState, parts, advs, masks, old_logp, ref_logp, beta: float, T
         for i, (part, adv, mask, w) in enumerate(zip(parts, advs, masks, weights)):
             logp, entropy = token_logprobs(run.policy, part, T, entropy=ent_mode)
             old = old_logp[i] if old_logp is not None else logp.detach()
-            is_w, tis = tis_weights(old, part.engine_logp, mask, cfg.vllm.tis_cap) if cfg.vllm.tis_cap else (None, {})
+            is_w, tis = (tis_weights(old, part.engine_logp, mask, cfg.vllm.tis_cap, cfg.vllm.tis_mode)
+                         if cfg.vllm.tis_cap else (None, {}))
             loss, m = policy_loss(logp, old, ref_logp[i] if ref_logp else None, adv, mask, beta=beta,
                                   cfg=cfg.loss, kl_estimator=cfg.kl.estimator, entropy=entropy,
                                   norm=cfg.sampling.max_new_tokens, is_weights=is_w)

@@ -18,6 +18,7 @@ from grpo_lab.spec.fields import config_fields, type_name
 from grpo_lab.spec.sources import DATA_FORMATS, DataConfig, RewardFunctionConfig
 from grpo_lab.tasks.base import REGISTERS
 from grpo_lab.trainer.advantages import NORMALIZERS
+from grpo_lab.trainer.importance import IS_MODES
 from grpo_lab.trainer.backend import BACKENDS
 from grpo_lab.trainer.curriculum import MODES
 from grpo_lab.trainer.loss import AGGREGATIONS, KL_ESTIMATORS, WEIGHTINGS
@@ -57,6 +58,7 @@ REGISTRIES = {
     (C.ReferenceConfig, "mode"): UPDATES,
     (C.LossConfig, "aggregation"): AGGREGATIONS,
     (C.LossConfig, "weighting"): WEIGHTINGS,
+    (C.VLLMConfig, "tis_mode"): IS_MODES,
     (C.OptimConfig, "warmup"): WARMUPS,
     (C.OptimConfig, "schedule"): LR_SCHEDULES,
     (C.TrainBackendConfig, "name"): BACKENDS,
