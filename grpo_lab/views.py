@@ -92,7 +92,7 @@ class SweepProgress:
             self.running[cell.run_id] = (_label(cell), cell.run.out_dir, time.time())
         elif kind == "end":
             _, _, t0 = self.running.pop(cell.run_id, ("", "", time.time()))
-            self.done += out.status != "failed"
+            self.done += out.status in reg.DONE  # a preempted or interrupted run is not done: it resumes
             self.failed += out.status == "failed"
             msg = (out.error or "").strip().splitlines()[0] if out.error else ""
             self.console.print(f"[{STYLE.get(out.status, '')}]{out.status:>8}[/] {cell.run_id}  {_label(cell)}  "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import signal
 from pathlib import Path
 from typing import Optional
 
@@ -112,6 +113,13 @@ def preset(
     show_plan(console, p, table=False)
 
 
+def _interrupt_once(signum, frame) -> None:
+    """The first Ctrl-C stops the sweep; later ones are ignored, so the driver's cleanup (closing
+    its attempts, stopping the workers at a checkpoint) is not cut short by an impatient second one."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def eval_samples_option(text: str) -> int | str | None:
     """--eval-samples as DecideOptions.eval_samples: none -> None, digits -> K, else as given
     (auto, or a mistake DecideOptions.parse names)."""
@@ -158,14 +166,22 @@ def sweep(
                                        estimand=estimand.value,
                                        eval_samples=eval_samples_option(eval_samples))
                            if decide else None)
-    with contextlib.ExitStack() as live:
-        view = SweepView(live, workspace)
-        try:
-            result = run_sweep(request, view)
-        except PreflightFailed as exc:
-            fail(exc)
-        except ConfigError as exc:
-            fail(exc)
+    previous = signal.signal(signal.SIGINT, _interrupt_once)
+    try:
+        with contextlib.ExitStack() as live:
+            view = SweepView(live, workspace)
+            try:
+                result = run_sweep(request, view)
+            except PreflightFailed as exc:
+                fail(exc)
+            except ConfigError as exc:
+                fail(exc)
+    except KeyboardInterrupt:  # the driver has closed its open attempts as interrupted: they resume
+        console.print(f"interrupted: {view.finished()} runs finished, re-run the same command to resume",
+                      highlight=False)
+        raise typer.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
     if result.counts["failed"]:
         raise typer.Exit(1)
 
@@ -179,6 +195,10 @@ class SweepView:
 
     def __call__(self, kind: str, **data) -> None:
         getattr(self, f"on_{kind}")(**data)
+
+    def finished(self) -> int:
+        """Runs of the sweep done so far (0 before it started)."""
+        return self.progress.done if self.progress else 0
 
     def on_plan(self, plan) -> None:
         from grpo_lab.views import show_plan

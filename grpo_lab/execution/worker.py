@@ -197,6 +197,9 @@ def _train(run_dir: Path, t0: float, result: dict, devices: int, on_step: OnStep
 
 
 if __name__ == "__main__":  # python -m grpo_lab.execution.worker RUN_DIR ATTEMPT DEVICES [EVAL_SAMPLES]
+    # A Ctrl-C in the sweep's terminal reaches its workers too (one process group); the driver stops
+    # them with SIGTERM, which checkpoints, instead of each dying mid-step with a traceback in its log.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     attempt = int(sys.argv[2]) if sys.argv[2].isdigit() else sys.argv[2]
     out = execute(sys.argv[1], attempt, int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)
     sys.exit({"failed": 1, "preempted": PREEMPTED_EXIT}.get(out["status"], 0))
