@@ -117,6 +117,7 @@ def test_catalog_entries_are_well_formed():
     assert len(CATALOG) >= 19
     for t in CATALOG.values():
         assert t.dimension in DIMENSIONS and t.description and t.signature, t.name
+        assert t.equivalents and all(vars(t.equivalents).values()), f"{t.name}: no TRL / verl / OpenRLHF equivalent"
 
 
 def test_directions_name_metrics_of_their_signature():

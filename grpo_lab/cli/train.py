@@ -15,6 +15,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from grpo_lab.cli.common import app, console, fail
 from grpo_lab.util.yamlio import ConfigError
@@ -67,12 +68,21 @@ def tricks(as_json: bool = typer.Option(False, "--json", help="print the catalog
     if as_json:
         console.print_json(json.dumps({n: t.model_dump() for n, t in catalog.items()}))
         return
-    table = Table(title="trick catalog")
+    table = Table(title="trick catalog (dim lines: the same switch in TRL, verl, OpenRLHF)")
     for col in ("name", "dimension", "description", "source"):
         table.add_column(col)
     for t in catalog.values():
-        table.add_row(t.name, t.dimension, t.description, t.source)
+        table.add_row(t.name, t.dimension, trick_text(t), t.source)
     console.print(table)
+
+
+def trick_text(trick) -> Text:
+    """A trick's description, then a dim line per peer trainer naming its equivalent setting."""
+    text = Text(trick.description)
+    if trick.equivalents is not None:
+        for label, key in (("TRL", "trl"), ("verl", "verl"), ("OpenRLHF", "openrlhf")):
+            text.append(f"\n{label}: {getattr(trick.equivalents, key)}", style="dim")
+    return text
 
 
 @app.command("config")

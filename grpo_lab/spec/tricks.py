@@ -33,6 +33,15 @@ class Direction(BaseModel):
                     "runs still share the policy")
 
 
+class Equivalents(BaseModel):
+    """The same trick in the trainers a team ships: the config key and value, or "none"."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    trl: str = Field(description="TRL's GRPOConfig (1.16)")
+    verl: str = Field(description="verl's ppo_trainer config (dotted Hydra keys)")
+    openrlhf: str = Field(description="OpenRLHF's train_ppo_ray flags")
+
+
 class Trick(BaseModel):
     """One entry of experiments/tricks.yaml: a named override of the baseline run config."""
 
@@ -44,6 +53,8 @@ class Trick(BaseModel):
     source: str = ""
     signature: list[str] = Field([], description="metric keys (glob patterns) where the trick shows in a run")
     needs: dict[str, Any] = Field({}, description="run settings under which the signature can show")
+    equivalents: Equivalents | None = Field(
+        None, description="the trick's switch in TRL, verl and OpenRLHF, so a verdict here maps to one there")
     directions: dict[str, Direction] = Field(
         {}, description="signature metric -> the direction the trick implies, checked by tests/test_trick_contract.py")
 
