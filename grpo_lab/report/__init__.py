@@ -15,14 +15,12 @@ The modules, in the order the report is made:
     render    the Document model, number formatting, and the Markdown and HTML renderers
 and here: write_report, which computes everything, builds the Document and writes the files.
 
-Every file is written to a temp file in its final folder and renamed over the target, so a crash
-leaves the previous report or the new one, never half a file. Images go first and the HTML last.
+Every file is written by util/files.atomic_write (a temp file in its final folder renamed over
+the target), so a crash leaves the previous report or the new one, never half a file. Images go first and the HTML last.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from grpo_lab.analysis import curve_verdicts
@@ -34,24 +32,11 @@ from grpo_lab.report.inputs import ReportData
 from grpo_lab.report.render import Document, Image, render_html, render_markdown
 from grpo_lab.report.sections import Parts, TableLimits, build_document
 from grpo_lab.report.verdicts import VerdictPolicy, run_stats, verdict_table
+from grpo_lab.util.files import atomic_write
 
 __all__ = ["ReportData", "VerdictPolicy", "write_report"]
 
 FIGURE_DIR = "report_files"
-
-
-def atomic_write(path: Path, payload: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide a shared report from its readers
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def prepare(data: ReportData, policy: VerdictPolicy = VerdictPolicy(),
@@ -73,11 +58,11 @@ def write_files(doc: Document, out_dir: Path) -> tuple[Path, Path]:
     figure_dir.mkdir(parents=True, exist_ok=True)
     images = [b for s in doc.sections for b in s.blocks if isinstance(b, Image)]
     for image in images:
-        atomic_write(figure_dir / f"{image.name}.png", image.png)
+        atomic_write(figure_dir / f"{image.name}.png", image.png, durable=True)
     md_path, html_path = out_dir / "report.md", out_dir / "index.html"
     markdown = render_markdown(doc, lambda image: f"{FIGURE_DIR}/{image.name}.png")
-    atomic_write(md_path, markdown.encode("utf-8"))
-    atomic_write(html_path, render_html(doc).encode("utf-8"))
+    atomic_write(md_path, markdown.encode("utf-8"), durable=True)
+    atomic_write(html_path, render_html(doc).encode("utf-8"), durable=True)
     current = {f"{image.name}.png" for image in images}
     for old in figure_dir.glob("*.png"):
         if old.name not in current:

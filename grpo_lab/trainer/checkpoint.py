@@ -8,13 +8,13 @@ resumed run appends exactly the lines the uninterrupted run would have written.
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 
 import torch
 
 from grpo_lab.rundir import CHECKPOINT, COMPLETIONS, METRICS, RunDir
+from grpo_lab.util.files import atomic_write
 
 NAME = CHECKPOINT
 
@@ -37,9 +37,7 @@ def save(run, next_step: int, out_dir: Path) -> None:
         "counters": [run.tokens_generated, run.tokens_trained, run.effective_samples],
         "rng": {"torch": torch.get_rng_state(), "python": random.getstate()},
     }
-    tmp = out_dir / f".{NAME}.tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, out_dir / NAME)
+    atomic_write(Path(out_dir) / NAME, lambda handle: torch.save(state, handle), durable=True)
 
 
 class CorruptCheckpointError(RuntimeError):

@@ -125,9 +125,11 @@ def test_atomic_write_cleans_up_when_the_write_fails(tmp_path: Path,
     def boom(src: str, dst: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(report_module.os, "replace", boom)
+    from grpo_lab.util import files
+
+    monkeypatch.setattr(files.os, "replace", boom)
     with pytest.raises(OSError):
-        report_module.atomic_write(target, b"new")
+        files.atomic_write(target, b"new", durable=True)
     assert target.read_text() == "old"
     assert list(tmp_path.iterdir()) == [target]
 
