@@ -14,7 +14,7 @@ import torch
 from grpo_lab.rollout import make_engine
 from grpo_lab.rollout.base import Rollout
 from grpo_lab.spec.config import RunConfig
-from grpo_lab.trainer.grpo import merge
+from grpo_lab.trainer.scoring import merge_rounds
 from grpo_lab.trainer.schedules import temperature_at
 from grpo_lab.trainer.scoring import Scored, score_rollout, shape_terms
 from grpo_lab.trainer.setup import build_policy
@@ -69,6 +69,6 @@ def sample(s: Sampler, problems: list, G: int, seed: int) -> Sampled:
         prompts = [s.codec.encode(s.codec.format_prompt(p.prompt)) for p in batch]
         ro = s.engine.generate(prompts, G, s.temperature, sc.top_p, sc.max_new_tokens, seed=seed + i)
         parts.append((ro, score_rollout(s.tasks, batch, ro, s.codec, s.cfg, 0.0), range(len(batch)), G))
-    rollout, scored = merge(parts)
+    rollout, scored = merge_rounds(parts)
     terms = shape_terms(s.cfg, scored.texts, rollout.completion_ids, scored.format_ok, 0.0)
     return Sampled(problems, rollout, scored, terms)

@@ -15,7 +15,6 @@ from pathlib import Path
 import torch
 
 from grpo_lab.rundir import RunDir, Summary
-from grpo_lab.rollout.base import Rollout
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.trainer import checkpoint
 from grpo_lab.trainer.final_eval import final_eval_in_run
@@ -26,9 +25,9 @@ from grpo_lab.trainer.importance import tis_weights
 from grpo_lab.trainer.loss import kl_estimate, masked_mean, policy_loss
 from grpo_lab.trainer.schedules import beta_at, lr_factor, temperature_at
 from grpo_lab.trainer.scoring import (
-    Scored,
     component_means,
     loss_mask,
+    merge_rounds,
     score_rollout,
     unique_answer_ratio,
 )
@@ -83,28 +82,8 @@ def sample_groups(run: RunState, step: int, G: int, T: float, progress: float, t
         parts.append((ro, sc, keep, G))
         if len(problems) >= want:
             break
-    rollout, scored = merge(parts)
+    rollout, scored = merge_rounds(parts)
     return problems, rollout, scored, dropped
-
-
-def merge(parts):
-    """Concatenate the kept groups of several (rollout, scored) rounds."""
-    cols = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "stop", "group")}
-    main, shape, raw, fmt, answers, texts, comps, offset = [], [], [], [], [], [], [], 0
-    for ro, sc, keep, G in parts:
-        for new_g, g in enumerate(keep):
-            for r in range(g * G, (g + 1) * G):
-                for k in ("prompt_ids", "completion_ids", "logprobs", "stop"):
-                    cols[k].append(getattr(ro, k)[r])
-                cols["group"].append(offset + new_g)
-                texts.append(sc.texts[r])
-            for out, value in zip((main, shape, raw, fmt), (sc.main, sc.shape, sc.raw, sc.format_ok)):
-                out.append(value[g])
-            answers.append(sc.answers[g])
-            comps.append(sc.components[g] if sc.components else {})
-        offset += len(keep)
-    tensors = [torch.stack(xs) for xs in (main, shape, raw, fmt)]
-    return Rollout(**cols), Scored(*tensors, answers, texts, comps)
 
 
 def micro_batches(batch, size: int | None) -> list[slice]:

@@ -189,3 +189,24 @@ def unique_answer_ratio(answers: list) -> float:
     """Mean over groups of (distinct answers / G); a missing answer counts as its own kind."""
     ratios = [len({repr(a) for a in group}) / len(group) for group in answers]
     return sum(ratios) / max(len(ratios), 1)
+
+
+def merge_rounds(parts) -> tuple[Rollout, Scored]:
+    """Concatenate the kept groups of several sampling rounds, each (rollout, scored, kept group
+    indices, G): dynamic sampling's refills, and preflight's batches."""
+    cols = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "stop", "group")}
+    main, shape, raw, fmt, answers, texts, comps, offset = [], [], [], [], [], [], [], 0
+    for ro, sc, keep, G in parts:
+        for new_g, g in enumerate(keep):
+            for r in range(g * G, (g + 1) * G):
+                for k in ("prompt_ids", "completion_ids", "logprobs", "stop"):
+                    cols[k].append(getattr(ro, k)[r])
+                cols["group"].append(offset + new_g)
+                texts.append(sc.texts[r])
+            for out, value in zip((main, shape, raw, fmt), (sc.main, sc.shape, sc.raw, sc.format_ok)):
+                out.append(value[g])
+            answers.append(sc.answers[g])
+            comps.append(sc.components[g] if sc.components else {})
+        offset += len(keep)
+    tensors = [torch.stack(xs) for xs in (main, shape, raw, fmt)]
+    return Rollout(**cols), Scored(*tensors, answers, texts, comps)
