@@ -15,7 +15,6 @@ test set would change), w_as the run's training randomness, e_asp the seed-by-pr
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np

@@ -21,7 +21,6 @@ meets the bound; without the σ²_v term this is the classic P* = √(σ²_e c_t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np

@@ -7,7 +7,6 @@ here so the rest of grpo-lab never branches on where a model came from.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch

@@ -7,7 +7,7 @@ trainer's step stays generate -> score -> advantages -> loss -> update.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 SPLITS = ("train", "test")
 REGISTERS = ("compact", "natural")
@@ -45,3 +45,14 @@ class Task(Protocol):
     ) -> list[Problem]: ...
 
     def score(self, problems: list[Problem], completions: list[str]) -> list[Score]: ...
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    """A task name as the registry resolves it (tasks/registry.py): what builds it and where from."""
+
+    name: str
+    kind: str  # builtin | family | entry point | import path
+    factory: Callable[..., Any]
+    source: str  # what the name came from: "grpo_lab.tasks.math:MathTask", a distribution, ...
+    description: str = ""

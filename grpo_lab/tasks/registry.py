@@ -11,26 +11,17 @@ from __future__ import annotations
 import hashlib
 import inspect
 import posixpath
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from grpo_lab.tasks.base import TaskEntry
 from grpo_lab.util.loading import load_object
 
 ENTRY_POINT_GROUP = "grpo_lab.tasks"
 FAMILIES = {"rg": "reasoning-gym datasets: rg:<dataset>, e.g. rg:leg_counting; scored strictly "
                   "(reward.scoring: lenient for the dataset's own partial credit)"}
-
-
-@dataclass(frozen=True)
-class TaskEntry:
-    name: str
-    kind: str  # builtin | family | entry point | import path
-    factory: Callable[..., Any]
-    source: str  # what the name came from: "grpo_lab.tasks.math:MathTask", a distribution, ...
-    description: str = ""
 
 
 def builtin_tasks() -> dict[str, type]:

@@ -32,7 +32,7 @@ from grpo_lab.rewards.extract import extract_tagged, marked_answers
 from grpo_lab.rewards.format import has_answer_tags
 from grpo_lab.rewards.scoring import check as check_isolation, score_rg
 from grpo_lab.tasks._common import BUILTIN_LEVELS, BaseTask, Draft, content_id
-from grpo_lab.tasks.base import Problem, Score
+from grpo_lab.tasks.base import Problem, Score, TaskEntry
 
 _INSTRUCTION = "Give the final answer inside <answer></answer> tags."
 _SIZE = 1_000_000  # index range per level; entries are generated on access, so size costs nothing
@@ -51,7 +51,6 @@ def _library():
 
 
 def rg_entry(name: str):
-    from grpo_lab.tasks.registry import TaskEntry
     from grpo_lab.util.yamlio import suggest
 
     dataset = name.removeprefix("rg:")
