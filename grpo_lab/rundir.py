@@ -10,7 +10,7 @@ Its file names and its readers live here; nobody else opens these files by name.
     eval/final-<K>.json         the final checkpoint evaluated again with K completions per problem
                                 (--decide's eval design): metrics, per-problem rows, device-hours
     summary.json       written once, when the run ends (Summary): base and final eval, hours per phase, ...
-    heartbeat.json     the worker's progress after every step (attempt, started, updated, step, steps)
+    heartbeat.json     the worker's progress after every step (attempt, started, updated, step, steps, start_step, first_step_at)
     result-<n>.json    what attempt n's worker reported (status, error, summary, wall seconds, host);
                        an eval-only attempt's n is eval<K>
     attempt-<n>.log    attempt n's output (local runner; eval<K> for an eval-only attempt)

@@ -32,23 +32,30 @@ class CellProgress:
     steps: int | None
     reward: float | None
     elapsed: float  # seconds since this attempt started
-    eta: float | None  # seconds to its last step at this attempt's pace; None before a step is done
+    eta: float | None  # seconds to its last step at this attempt's pace; None before two steps are done
+    start_step: int = 0  # where this attempt resumed
 
     @property
     def fraction(self) -> float:
-        return min(self.step / self.steps, 1.0) if self.steps else 0.0
+        """The share of this attempt's steps done (a resumed attempt starts at 0, not at its checkpoint's)."""
+        todo = (self.steps or 0) - self.start_step
+        return min((self.step - self.start_step) / todo, 1.0) if todo > 0 else 0.0
 
 
-def cell_progress(run_dir: str | Path, now: float | None = None) -> CellProgress | None:
-    """A running cell's progress, or None while its attempt has written no heartbeat yet."""
+def cell_progress(run_dir: str | Path, now: float | None = None, attempt: int | None = None) -> CellProgress | None:
+    """A running cell's progress, or None while its attempt (`attempt`, when given) has written no
+    heartbeat yet: an earlier attempt's heartbeat says nothing about this one's pace."""
     beat = RunDir(run_dir).heartbeat()
-    if not beat or "started" not in beat:
+    if not beat or "started" not in beat or (attempt is not None and beat.get("attempt") != attempt):
         return None
     now = time.time() if now is None else now
     step, steps, first = int(beat.get("step", 0)), beat.get("steps"), int(beat.get("start_step", 0))
-    pace = (beat.get("updated", now) - beat["started"]) / (step - first) if step > first else None
-    eta = max(pace * (steps - step) - (now - beat.get("updated", now)), 0.0) if pace and steps else None
-    return CellProgress(step, steps, beat.get("reward"), now - beat["started"], eta)
+    # the pace from the end of the attempt's first step: setup (model load, warm start, base eval)
+    # is paid once, and counting it per step would put a fresh run's ETA in hours
+    paced = step - first - 1
+    pace = (beat["updated"] - beat["first_step_at"]) / paced if paced > 0 and "first_step_at" in beat else None
+    eta = max(pace * (steps - step) - (now - beat["updated"]), 0.0) if pace and steps else None
+    return CellProgress(step, steps, beat.get("reward"), now - beat["started"], eta, first)
 
 
 def fmt_seconds(secs: float | None) -> str:
@@ -89,9 +96,9 @@ class SweepProgress:
 
     def __call__(self, kind: str, cell: reg.SweepRun | None, out: Outcome | None) -> None:
         if kind == "start":
-            self.running[cell.run_id] = (_label(cell), cell.run.out_dir, time.time())
+            self.running[cell.run_id] = (_label(cell), cell.run.out_dir, cell.run.attempts[-1].number, time.time())
         elif kind == "end":
-            _, _, t0 = self.running.pop(cell.run_id, ("", "", time.time()))
+            *_, t0 = self.running.pop(cell.run_id, ("", "", None, time.time()))
             self.done += out.status in reg.DONE  # a preempted or interrupted run is not done: it resumes
             self.failed += out.status == "failed"
             msg = (out.error or "").strip().splitlines()[0] if out.error else ""
@@ -100,14 +107,19 @@ class SweepProgress:
 
     def eta(self, rows: list[CellProgress | None]) -> float | None:
         """Seconds left for the whole sweep at this session's pace: elapsed x (1 - f) / f, where f
-        is the share of this session's cells done, running cells counted by their step."""
+        is the share of this session's cells done, running cells counted by their step. None until
+        a cell of this session is done: before that, elapsed time is mostly setup, and the ratio
+        extrapolates it over every step."""
         todo = self.total - self.done_before
-        share = ((self.done - self.done_before) + sum(r.fraction for r in rows if r)) / todo if todo else 1.0
-        return (time.time() - self.t0) * (1 - share) / share if share > 0 else None
+        if self.done == self.done_before:
+            return None if todo else 0.0
+        share = ((self.done - self.done_before) + sum(r.fraction for r in rows if r)) / todo
+        return (time.time() - self.t0) * max(1 - share, 0.0) / share
 
     def rows(self) -> list[tuple[str, str, CellProgress | None]]:
         """(run id, label, progress) of every running cell."""
-        return [(rid, label, cell_progress(folder)) for rid, (label, folder, _) in list(self.running.items())]
+        return [(rid, label, cell_progress(folder, attempt=attempt))
+                for rid, (label, folder, attempt, _) in list(self.running.items())]
 
     def head(self, rows) -> str:
         return (f"{self.done}/{self.total} done, {len(self.running)} running, {self.failed} failed attempts, "
@@ -181,7 +193,7 @@ def runs_table(sweep: reg.Sweep) -> Table:
         run = cell.run
         err = (run.error or "").strip().splitlines()[0][:60] if run.error else ""
         p = pass_at_1(cell)
-        got = cell_progress(run.out_dir) if run.status == "running" else None
+        got = cell_progress(run.out_dir, attempt=run.attempts[-1].number) if run.status == "running" else None
         step, _, _, eta = _progress_cells(got) if got else ("", "", "", "")
         hours = run.gpu_hours + (got.elapsed * run.devices / 3600 if got else 0.0)
         table.add_row(cell.run_id, cell.model, cell.task, arm_label(cell.tricks), str(cell.seed),

@@ -18,20 +18,29 @@ def beat(folder, **fields):
 def test_cell_progress_reads_step_reward_and_eta_from_the_heartbeat(tmp_path):
     now = 1000.0
     assert cell_progress(tmp_path, now) is None  # no heartbeat before the first step
-    beat(tmp_path, attempt=1, started=900.0, updated=1000.0, step=50, steps=200, start_step=0, reward=0.41)
+    # 60 s of setup before the first step ended at 960, then 2 s a step: setup is not in the pace
+    beat(tmp_path, attempt=1, started=900.0, first_step_at=962.0, updated=1000.0, step=20, steps=200,
+         start_step=0, reward=0.41)
     got = cell_progress(tmp_path, now)
-    assert (got.step, got.steps, got.reward, got.elapsed) == (50, 200, 0.41, 100.0)
-    assert got.eta == 300.0 and got.fraction == 0.25  # 2 s a step, 150 steps to go
-    # a resumed attempt's pace counts only its own steps
-    beat(tmp_path, attempt=2, started=900.0, updated=1000.0, step=150, steps=200, start_step=100)
-    assert cell_progress(tmp_path, now).eta == 100.0
+    assert (got.step, got.steps, got.reward, got.elapsed) == (20, 200, 0.41, 100.0)
+    assert got.eta == 360.0 and got.fraction == 0.1  # 2 s a step, 180 steps to go
+    beat(tmp_path, attempt=1, started=900.0, first_step_at=962.0, updated=962.0, step=1, steps=200, start_step=0)
+    assert cell_progress(tmp_path, now).eta is None  # one step says nothing about the pace
+    # a resumed attempt's pace and share count only its own steps
+    beat(tmp_path, attempt=2, started=900.0, first_step_at=980.0, updated=1000.0, step=111, steps=200,
+         start_step=100)
+    got = cell_progress(tmp_path, now)
+    assert got.eta == 178.0 and got.fraction == 0.11
     # the time since the last heartbeat is already spent
-    assert cell_progress(tmp_path, now + 40).eta == 60.0
+    assert cell_progress(tmp_path, now + 40).eta == 138.0
+    # a resumed run's new attempt before its first step: the last attempt's heartbeat is not its progress
+    assert cell_progress(tmp_path, now + 600, attempt=3) is None
+    assert cell_progress(tmp_path, now, attempt=2).step == 111
 
 
 def cell(folder, run_id="r1"):
     return SimpleNamespace(run_id=run_id, model="tiny", task="math", tricks="", seed=0,
-                           run=SimpleNamespace(out_dir=str(folder)))
+                           run=SimpleNamespace(out_dir=str(folder), attempts=[SimpleNamespace(number=1)]))
 
 
 def test_off_a_terminal_progress_is_printed_as_plain_lines(tmp_path):
@@ -57,3 +66,11 @@ def test_the_sweeps_eta_counts_running_cells_by_their_step():
     half = SimpleNamespace(fraction=0.5)
     assert abs(progress.eta([half]) - 100 * (1 - 1.5 / 4) / (1.5 / 4)) < 1
     assert fmt_seconds(90) == "90s" and fmt_seconds(600) == "10m" and fmt_seconds(None) == "-"
+
+
+def test_the_sweeps_eta_waits_for_its_first_done_cell():
+    """Before a cell is done, the elapsed time is mostly setup: extrapolating it gave '111m'."""
+    progress = SweepProgress(Console(file=io.StringIO()), total=10, done_before=0)
+    progress.t0 = time.time() - 60
+    assert progress.eta([SimpleNamespace(fraction=0.02), SimpleNamespace(fraction=0.02)]) is None
+    assert SweepProgress(Console(file=io.StringIO()), total=3, done_before=3).eta([]) == 0.0

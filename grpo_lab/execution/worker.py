@@ -188,6 +188,7 @@ def _train(run_dir: Path, t0: float, result: dict, devices: int, on_step: OnStep
     def step_done(step: int, metrics: dict) -> None:
         # the first step of this attempt is where it resumed (its checkpoint's step)
         beat.setdefault("start_step", step)
+        beat.setdefault("first_step_at", time.time())  # the live ETA's pace leaves out the setup before it
         result["start_step"] = beat["start_step"]
         folder.write_heartbeat({**beat, "updated": time.time(), "step": step + 1, "reward": metrics.get("reward/mean")})
         if on_step is not None:
