@@ -22,7 +22,7 @@ from grpo_lab.trainer.advantages import compute_advantages
 from grpo_lab.trainer.alarms import AlarmMonitor, repetition_rate
 from grpo_lab.trainer.batch import build_batch, forwarded_tokens, token_logprobs
 from grpo_lab.trainer.importance import tis_weights
-from grpo_lab.trainer.loss import kl_estimate, masked_mean, policy_loss
+from grpo_lab.trainer.loss import kl_penalised_reward, masked_mean, policy_loss
 from grpo_lab.trainer.schedules import beta_at, lr_factor, temperature_at
 from grpo_lab.trainer.scoring import (
     component_means,
@@ -64,7 +64,7 @@ def sample_groups(run: RunState, step: int, G: int, T: float, progress: float, t
     """Sample prompts_per_step groups; with dynamic sampling, replace zero-variance groups by
     fresh ones (up to max_refill_rounds rounds). Returns (problems, rollout, scored, dropped)."""
     cfg = run.cfg.sampling
-    want, problems, parts, dropped = cfg.prompts_per_step, [], [], 0
+    want, problems, rounds, dropped = cfg.prompts_per_step, [], [], 0
     for round_ in range(1 + (cfg.max_refill_rounds if cfg.dynamic_sampling else 0)):
         new = run.curriculum.sample(step, want - len(problems))
         prompts = [run.codec.encode(run.codec.format_prompt(p.prompt)) for p in new]
@@ -79,10 +79,10 @@ def sample_groups(run: RunState, step: int, G: int, T: float, progress: float, t
                 keep = varied
             dropped += len(new) - len(keep)
         problems += [new[g] for g in keep]
-        parts.append((ro, sc, keep, G))
+        rounds.append((ro, sc, keep, G))
         if len(problems) >= want:
             break
-    rollout, scored = merge_rounds(parts)
+    rollout, scored = merge_rounds(rounds)
     return problems, rollout, scored, dropped
 
 
@@ -116,9 +116,8 @@ def train_step(run: RunState, step: int, timer: Timer) -> dict[str, float]:
     with timer("advantage"):
         main = scored.main
         if kl_in_reward:
-            seq_kl = torch.cat([(kl_estimate(o, r, cfg.kl.estimator) * p.completion_mask).sum(1)
-                                for o, r, p in zip(old_logp, ref_logp, parts)])
-            main = main - beta * seq_kl.view_as(main).cpu()
+            main = kl_penalised_reward(main, old_logp, ref_logp, [p.completion_mask for p in parts], beta,
+                                       cfg.kl.estimator)
         adv, adv_metrics = compute_advantages(main, scored.shape, **cfg.advantage.model_dump())
     adv = adv.flatten().to(run.device)
     with timer("train"):

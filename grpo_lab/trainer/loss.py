@@ -27,6 +27,15 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") ->
     return KL_ESTIMATORS[kind](ref_logp - logp)
 
 
+def kl_penalised_reward(reward: torch.Tensor, logps: list[torch.Tensor], ref_logps: list[torch.Tensor],
+                        masks: list[torch.Tensor], beta: float, kind: str = "k3") -> torch.Tensor:
+    """KL in the reward (kl.in_reward): r_i − β·Σ_t KL_t(π‖ref) over each completion's tokens.
+    reward [N,G]; logps, ref_logps, masks: per micro-batch [b,T] whose rows, in order, are the
+    N·G completions. Returns [N,G] on reward's device."""
+    seq_kl = torch.cat([(kl_estimate(lp, rp, kind) * m).sum(1) for lp, rp, m in zip(logps, ref_logps, masks)])
+    return reward - beta * seq_kl.view_as(reward).to(reward.device)
+
+
 def clipped_surrogate(
     logp: torch.Tensor,
     old_logp: torch.Tensor,

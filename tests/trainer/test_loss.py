@@ -149,3 +149,15 @@ def test_top_entropy_frac_masks_only_the_policy_term_and_keeps_the_denominator()
     loss.backward()
     # token_mean over all 5 trained tokens; the policy gradient -A / 5 only on the two kept tokens
     assert torch.allclose(logp.grad, torch.tensor([[0.0, 0.0, -0.2], [0.0, 0.4, 0.0]]))
+
+
+def test_kl_in_the_reward_subtracts_beta_times_each_completions_summed_kl():
+    from grpo_lab.trainer.loss import kl_penalised_reward
+
+    reward = torch.tensor([[1.0, 0.0]])  # one group of 2 completions, in two micro-batches of 1
+    logps = [torch.tensor([[-1.0, -2.0]]), torch.tensor([[-0.5, -9.0]])]
+    refs = [torch.tensor([[-1.5, -2.0]]), torch.tensor([[-0.5, -1.0]])]
+    masks = [torch.tensor([[1.0, 1.0]]), torch.tensor([[1.0, 0.0]])]  # the second's last token is padding
+    got = kl_penalised_reward(reward, logps, refs, masks, beta=0.1, kind="k1")
+    # k1 = logp - ref: 0.5 + 0 for the first, 0 for the second (its -8 is masked)
+    assert got.shape == (1, 2) and got.flatten().tolist() == pytest.approx([1.0 - 0.1 * 0.5, 0.0])
