@@ -156,7 +156,18 @@ def _progress_cells(got: CellProgress | None) -> tuple[str, str, str, str]:
     return f"{got.step}/{got.steps or '?'}", reward, fmt_seconds(got.elapsed), fmt_seconds(got.eta)
 
 
-def sweeps_table(session, sweeps: list[reg.Sweep]) -> Table:
+def orphaned(run: reg.Run, driving: bool) -> bool:
+    """A run the registry still calls running although nothing runs it: its driver is gone (kill -9)
+    and its attempt had no scheduler job that could outlive the driver (a local worker dies with it,
+    PDEATHSIG; a Slurm job may not, and the next driver adopts it). The next sweep closes it as
+    interrupted and resumes it."""
+    last = run.attempts[-1] if run.attempts else None
+    return (not driving and run.status == "running" and last is not None and last.status == "running"
+            and not last.job_id)
+
+
+def sweeps_table(session, sweeps: list[reg.Sweep], driving: bool = True) -> Table:
+    """Runs per status per sweep; without a live driver (`driving`), orphaned runs count as pending."""
     table = Table(title="sweeps")
     table.add_column("sweep")
     for s in reg.STATUSES:
@@ -168,6 +179,9 @@ def sweeps_table(session, sweeps: list[reg.Sweep]) -> Table:
 
     for sweep in sweeps:
         n = reg.counts(session, sweep)
+        if not driving:
+            lost = sum(orphaned(c.run, driving) for c in sweep.cells)
+            n = {**n, "running": n["running"] - lost, "pending": n["pending"] + lost}
         books = totals(sweep, final_evals.recorded(session, sweep))  # with --decide's eval-only attempts
         table.add_row(sweep.name, *(str(n[s]) for s in reg.STATUSES), f"{books['gpu_hours']:.3g}",
                       f"{books['wasted_gpu_hours']:.3g}")
@@ -182,9 +196,10 @@ def pass_at_1(cell: reg.SweepRun) -> tuple[float, float] | None:
     return summary.base["eval/pass@1"], summary.final["eval/pass@1"]
 
 
-def runs_table(sweep: reg.Sweep) -> Table:
+def runs_table(sweep: reg.Sweep, driving: bool = True) -> Table:
     """Every run of a sweep; a running one with its step, ETA and hours so far from its heartbeat
-    (so `status` shows a sweep another shell is driving)."""
+    (so `status` shows a sweep another shell is driving); without a live driver (`driving`), an
+    orphaned run (its driver killed) as interrupted."""
     table = Table(title=f"sweep {sweep.name} ({sweep.unit})")
     for col in ("run id", "model", "task", "tricks", "seed", "status", "step", "ETA", "pass@1", "attempts", "hours",
                 "error"):
@@ -192,12 +207,15 @@ def runs_table(sweep: reg.Sweep) -> Table:
     for cell in sorted(sweep.cells, key=lambda c: c.position):
         run = cell.run
         err = (run.error or "").strip().splitlines()[0][:60] if run.error else ""
+        status = run.status
+        if orphaned(run, driving):
+            status, err = "interrupted", "its sweep driver is gone: re-run the sweep to resume"
         p = pass_at_1(cell)
-        got = cell_progress(run.out_dir, attempt=run.attempts[-1].number) if run.status == "running" else None
+        got = cell_progress(run.out_dir, attempt=run.attempts[-1].number) if status == "running" else None
         step, _, _, eta = _progress_cells(got) if got else ("", "", "", "")
         hours = run.gpu_hours + (got.elapsed * run.devices / 3600 if got else 0.0)
         table.add_row(cell.run_id, cell.model, cell.task, arm_label(cell.tricks), str(cell.seed),
-                      f"[{STYLE.get(run.status, '')}]{run.status}[/]", step, eta,
+                      f"[{STYLE.get(status, '')}]{status}[/]", step, eta,
                       f"{p[0]:.2f} -> {p[1]:.2f}" if p else "-", str(len(run.attempts)), f"{hours:.3g}", err)
     return table
 

@@ -277,20 +277,22 @@ def status(
 ) -> None:
     """Counts per sweep, or the status of every run of one sweep."""
     from grpo_lab.execution import registry as reg
+    from grpo_lab.execution.lease import driver_alive
     from grpo_lab.views import runs_table, sweeps_table
 
     Session = open_registry(db, workspace)
     with Session() as session:
         sweeps = reg.all_sweeps(session)
+        driving = driver_alive(session)
         if sweep_name is None:
-            console.print(sweeps_table(session, sweeps) if sweeps else "no sweeps in this registry")
+            console.print(sweeps_table(session, sweeps, driving) if sweeps else "no sweeps in this registry")
             return
         sw = reg.get_sweep(session, sweep_name)
         if sw is None:
             from grpo_lab.util.yamlio import suggest
 
             fail(ConfigError(f"no sweep '{sweep_name}'{suggest(sweep_name, [s.name for s in sweeps])}"))
-        console.print(runs_table(sw))
+        console.print(runs_table(sw, driving))
 
 
 @app.command()

@@ -46,6 +46,12 @@ def _alive(lease: DriverLease) -> bool:
     return True
 
 
+def driver_alive(session: Session) -> bool:
+    """Whether a live driver holds the registry (a killed one's lease row stays until taken over)."""
+    held = session.get(DriverLease, 1, populate_existing=True)
+    return held is not None and _alive(held)
+
+
 def _busy(lease: DriverLease) -> DriverBusy:
     age = (now() - lease.beat_at).total_seconds()
     return DriverBusy(

@@ -76,3 +76,35 @@ def test_mlflow_store_created_by_two_processes_at_once(tmp_path):
                  for _ in range(2)]
         errors = [p.communicate(timeout=300)[1] for p in procs]
         assert [p.returncode for p in procs] == [0, 0], errors
+
+
+def test_status_after_a_killed_driver_shows_its_local_runs_interrupted_not_running(tmp_path):
+    from typer.testing import CliRunner
+
+    from grpo_lab.cli import app
+    from tests.execution.test_registry import _open
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    session, sweep = _open(tmp_path, reg.default_url(ws), "killed", seeds=[0])
+    local, slurm = (c.run for c in sorted(sweep.cells, key=lambda c: c.position))
+    reg.begin_attempt(session, local, "local", "h", 0)
+    reg.begin_attempt(session, slurm, "slurm", "h", 0).job_id = "12345"  # its job may outlive the driver
+    session.add(reg.DriverLease(id=1, token="dead", pid=2**22 + 7, host=socket.gethostname(), sweep="killed"))
+    session.commit()
+
+    def status(*args: str) -> str:
+        res = CliRunner().invoke(app, ["status", *args, "--workspace", str(ws)])
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    rows = {line.split("│")[1].strip(): line for line in status("killed").splitlines() if "│" in line}
+    assert "interrupted" in rows[local.run_id] and "re-run the sweep to resume" in rows[local.run_id]
+    assert "running" in rows[slurm.run_id]
+    counts = next(line for line in status().splitlines() if "killed" in line).split("│")
+    assert [c.strip() for c in counts[2:4]] == ["1", "1"]  # pending, running
+    session.get(reg.DriverLease, 1).pid = os.getpid()  # a live driver: its runs are running
+    session.commit()
+    assert "interrupted" not in status("killed")
+    counts = next(line for line in status().splitlines() if "killed" in line).split("│")
+    assert [c.strip() for c in counts[2:4]] == ["0", "2"]
