@@ -10,13 +10,16 @@ type only: CPU kernel sets (AVX512 vs AVX2) round differently and the warm start
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import random
 import shutil
+import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -99,9 +102,11 @@ def probe_pass_rate(model, codec: CharCodec, tasks: list, seed: int, n: int = 64
     return sum(rewards) / len(rewards)
 
 
-def warm_start(model: LlamaForCausalLM, codec: CharCodec, tasks: list, spec: TinySpec) -> dict:
+def warm_start(model: LlamaForCausalLM, codec: CharCodec, tasks: list, spec: TinySpec,
+               say: Callable[[str], None] = lambda line: None) -> dict:
     """Supervised steps on the tasks' train-split solutions until the probe pass rate reaches
-    spec.sft_target (or sft_max_steps). Returns the loss curve and probe history."""
+    spec.sft_target (or sft_max_steps). Returns the loss curve and probe history; `say` gets a
+    line at every probe (it can take minutes on a new task)."""
     torch.manual_seed(spec.seed)
     rng = random.Random(spec.seed)
     per_task = spec.sft_check_every * spec.sft_batch // len(tasks) + 1
@@ -124,6 +129,8 @@ def warm_start(model: LlamaForCausalLM, codec: CharCodec, tasks: list, spec: Tin
         if (step + 1) % spec.sft_check_every == 0:
             model.eval()
             probes.append((step + 1, probe_pass_rate(model, codec, tasks, spec.seed)))
+            say(f"tiny warm start ({', '.join(t.name for t in tasks)}): step {step + 1} of at most "
+                f"{spec.sft_max_steps}, probe pass@1 {probes[-1][1]:.2f} (stops at {spec.sft_target:g})")
             if probes[-1][1] >= spec.sft_target:
                 break
     model.eval()
@@ -149,21 +156,31 @@ def cache_key(spec: TinySpec, tasks: list) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def load_tiny(spec: TinySpec, tasks: list, cache_dir: Path) -> tuple[LlamaForCausalLM, CharCodec]:
-    """Load the warm-started tiny model for these tasks, training and caching it on first use."""
+def load_tiny(spec: TinySpec, tasks: list, cache_dir: Path,
+              say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)
+              ) -> tuple[LlamaForCausalLM, CharCodec]:
+    """Load the warm-started tiny model for these tasks, training and caching it on first use.
+    Processes that need the same model at once wait on a lock for the one that trains it."""
     codec = CharCodec()
     folder = Path(cache_dir) / "tiny" / cache_key(spec, tasks)
-    if (folder / "config.json").exists():
-        return LlamaForCausalLM.from_pretrained(folder).eval(), codec
-    model = build(spec, codec)
-    history = warm_start(model, codec, tasks, spec)
     folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        if not (folder / "config.json").exists():
+            say(f"tiny warm start for {', '.join(t.name for t in tasks)}: first use on this machine, cached in {folder}")
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, a killed holder's too
+            if not (folder / "config.json").exists():
+                _train_and_cache(spec, tasks, codec, folder, say)
+    return LlamaForCausalLM.from_pretrained(folder).eval(), codec
+
+
+def _train_and_cache(spec: TinySpec, tasks: list, codec: CharCodec, folder: Path, say) -> None:
+    model = build(spec, codec)
+    history = warm_start(model, codec, tasks, spec, say)
     # Write beside the target and rename, so a killed process never leaves a half-written cache.
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
     model.save_pretrained(tmp)
     (tmp / "warm_start.json").write_text(json.dumps({**history, "spec": spec.model_dump()}))
     try:
         os.replace(tmp, folder)
-    except OSError:  # another process won the race; its copy is identical
+    except OSError:  # a process from before the lock won the race; its copy is identical
         shutil.rmtree(tmp, ignore_errors=True)
-    return LlamaForCausalLM.from_pretrained(folder).eval(), codec
