@@ -22,6 +22,13 @@ app = typer.Typer(no_args_is_help=True)
 console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 400)
 
 
+def print_reference(table) -> None:
+    """A catalog table (tricks, tasks, config keys) at 80 columns off a terminal, unless COLUMNS
+    says otherwise: it is read by a person through a pipe or a pager, where a 400-column line is
+    unreadable; the run tables keep their whole width for logs."""
+    console.print(table, width=None if console.is_terminal or "COLUMNS" in os.environ else 80)
+
+
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Warnings (config, tracking) as one console line, also above a live progress display."""
     console.print("[yellow]warning:[/] ", end="")

@@ -17,7 +17,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from grpo_lab.cli.common import app, console, fail
+from grpo_lab.cli.common import app, console, fail, print_reference
 from grpo_lab.util.yamlio import ConfigError
 
 
@@ -70,15 +70,15 @@ def tricks(as_json: bool = typer.Option(False, "--json", help="print the catalog
         return
     table = Table(title="trick catalog (dim lines: the same switch in TRL, verl, OpenRLHF)")
     for col in ("name", "dimension", "description", "source"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for t in catalog.values():
         table.add_row(t.name, t.dimension, trick_text(t), t.source)
-    console.print(table)
+    print_reference(table)
 
 
 def trick_text(trick) -> Text:
     """A trick's description, then a dim line per peer trainer naming its equivalent setting."""
-    text = Text(trick.description)
+    text = Text(trick.description, overflow="fold")
     if trick.equivalents is not None:
         for label, key in (("TRL", "trl"), ("verl", "verl"), ("OpenRLHF", "openrlhf")):
             text.append(f"\n{label}: {getattr(trick.equivalents, key)}", style="dim")
@@ -106,11 +106,11 @@ def config_cmd(
         return
     table = Table(title=f"run config: {section}" if section else "run config")
     for col in ("key", "type", "default", "description"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in rows:
         default = "required" if r.required else json.dumps(r.default)
         table.add_row(r.key, escape(r.type), escape(default), escape(r.description))
-    console.print(table)
+    print_reference(table)
 
 
 @app.command("tasks")
@@ -126,10 +126,10 @@ def tasks_cmd(as_json: bool = typer.Option(False, "--json")) -> None:
         return
     table = Table(title="tasks")
     for col in ("name", "kind", "source", "description"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for row in rows:
         table.add_row(*row)
-    console.print(table)
+    print_reference(table)
 
 
 @app.command("preflight")
