@@ -55,6 +55,9 @@ class Base(DeclarativeBase):
     pass
 
 
+TUNE_PREFIX = "tune-"  # a tune's study is registered as a sweep named tune-<name>
+
+
 class Sweep(Base):
     __tablename__ = "sweeps"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -71,6 +74,11 @@ class Sweep(Base):
     created_at: Mapped[datetime] = mapped_column(default=now)
     updated_at: Mapped[datetime] = mapped_column(default=now, onupdate=now)
     cells: Mapped[list[SweepRun]] = relationship(back_populates="sweep", cascade="all, delete-orphan")
+
+    @property
+    def is_tune(self) -> bool:
+        """Whether the sweep holds a tune's trials (all of them search compute) rather than a matrix."""
+        return self.name.startswith(TUNE_PREFIX)
 
 
 class Run(Base):

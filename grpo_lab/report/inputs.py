@@ -185,7 +185,7 @@ def _costs(sweep: reg.Sweep, cells: list[reg.SweepRun], effective: float, decisi
         by_phase["final_eval"] = books["final_eval_gpu_hours"]  # --decide's eval-only attempts
     sampling = sum(v for k, v in by_phase.items() if k in SAMPLING_PHASES)
     useful = used - wasted
-    if sweep.name.startswith("tune-"):  # a tune's trials are search compute, all of them
+    if sweep.is_tune:  # a tune's trials are search compute, all of them
         split = {"main matrix": 0.0, "search and reruns": used, "sampling and eval": 0.0}
     else:
         split = {"main matrix": max(useful - sampling, 0.0), "search and reruns": wasted,

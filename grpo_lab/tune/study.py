@@ -75,7 +75,7 @@ def tune(target: Path, space_path: Path, opts: TuneOptions,
     base = load_base(target, opts.sets)
     space = load_space(space_path, base.data, base.source)
     stem = opts.name or f"{Path(target).stem}-{Path(space_path).stem}"
-    name = sweep_name(f"tune-{stem}")
+    name = sweep_name(f"{reg.TUNE_PREFIX}{stem}")
     hw = load_hardware(opts.hardware or base.hardware or DEFAULT_HARDWARE)
     url = opts.db_url or reg.default_url(opts.workspace)
     Session = reg.connect(url)
