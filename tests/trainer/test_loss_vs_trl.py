@@ -73,6 +73,7 @@ def inputs():
 
 
 CASES = {  # grpo-lab LossConfig <-> TRL GRPOConfig
+    "ppo_clip_higher": ({"clip_high": 0.28}, {"loss_type": "dapo", "epsilon_high": 0.28}),  # the anchor
     "cispo": ({"weighting": "cispo", "clip_low": 1.0, "clip_high": 4.0},
               {"loss_type": "cispo", "epsilon_high": 5.0}),
     "gspo": ({"weighting": "sequence", "clip_low": 3e-4, "clip_high": 4e-4, "aggregation": "seq_mean"},
