@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -226,11 +225,16 @@ def decision_summary(verdicts, sweep_name: str, closing: str | None = None) -> l
     is not, and the seeds per arm the undecided ones would need. `closing`: what --decide's labels
     are about and what holds for them, when it made the labels (report/decisions.closing_text);
     None: Holm over the table's effects."""
-    from grpo_lab.report.verdicts import UNDECIDED
+    from grpo_lab.report.verdicts import UNDECIDED, VerdictPolicy, seeds_to_resolve
 
     def shown(r) -> str:
         return f"{r['tricks']} {r['effect']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]" \
             if r["ci_low"] is not None and r["effect"] is not None else r["tricks"]
+
+    def open_shown(r) -> str:
+        # the interval is per comparison (uncorrected), the label Holm's over the table: say both
+        holm = r.get("p_holm")
+        return shown(r) + (f" (Holm p {holm:.2g})" if holm is not None and r["ci_low"] is not None else "")
 
     lines = []
     for (model, task), rows in _by_cell(verdicts.iter_rows(named=True)).items():
@@ -240,14 +244,18 @@ def decision_summary(verdicts, sweep_name: str, closing: str | None = None) -> l
         words.append("decided: " + "; ".join(f"{shown(r)} {r['verdict']}" for r in decided) + "."
                      if decided else "nothing decided yet.")
         if open_:
-            needs = [int(n.replace(",", "")) for r in open_ for n in re.findall(r"about ([\d,]+) seeds", r["reason"])]
-            cost = f" About {max(needs):,} seeds per arm would resolve ±0.02 for all of them." if needs else ""
-            words.append(f"Undecided ({len(open_)}): " + "; ".join(shown(r) for r in open_) + "." + cost)
+            policy = VerdictPolicy()
+            # the fixed design's estimate (Holm rows); --decide's open rows say their own reason
+            needs = [n for r in open_ if r.get("p_holm") is not None and (n := seeds_to_resolve(r, policy)) is not None]
+            cost = (f" About {max(needs):,} seeds per arm would resolve ±{policy.resolution:g} for all of them."
+                    if needs else "")
+            words.append(f"Undecided ({len(open_)}): " + "; ".join(open_shown(r) for r in open_) + "." + cost)
         lines.append(" ".join(words))
     if closing:
         lines.append(f"{closing}; details: `grpo-lab report {sweep_name}`.")
     else:
-        lines.append(f"Effects vs the baseline with 95% CIs, labels Holm-corrected; details: "
+        lines.append(f"Effects vs the baseline with 95% CIs per comparison; labels and Holm p corrected over the "
+                     f"table; details: "
                      f"`grpo-lab report {sweep_name}`.")
     return lines
 

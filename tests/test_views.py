@@ -74,3 +74,21 @@ def test_the_sweeps_eta_waits_for_its_first_done_cell():
     progress.t0 = time.time() - 60
     assert progress.eta([SimpleNamespace(fraction=0.02), SimpleNamespace(fraction=0.02)]) is None
     assert SweepProgress(Console(file=io.StringIO()), total=3, done_before=3).eta([]) == 0.0
+
+
+def test_the_closing_line_gives_an_undecided_rows_holm_p_beside_its_uncorrected_interval():
+    import polars as pl
+
+    from grpo_lab.views import decision_summary
+
+    rows = pl.DataFrame([
+        {"model": "tiny", "task": "math", "tricks": "a", "verdict": "harmful", "effect": -0.07, "ci_low": -0.09,
+         "ci_high": -0.05, "p_holm": 0.001, "n": 2, "family": 2},
+        {"model": "tiny", "task": "math", "tricks": "b", "verdict": "undecided", "effect": -0.026, "ci_low": -0.047,
+         "ci_high": -0.004, "p_holm": 0.09, "n": 2, "family": 2}])
+    first, last = decision_summary(rows, "quickstart")
+    assert "decided: a -0.070 [-0.090, -0.050] harmful." in first
+    assert "Undecided (1): b -0.026 [-0.047, -0.004] (Holm p 0.09)." in first
+    # half-width 0.0215 at 2 seeds, widened for the first Holm step of 2: 2·(0.0215·(2.241/1.960)/0.02)² = 3.02 → 4
+    assert "About 4 seeds per arm would resolve ±0.02" in first
+    assert "labels and Holm p corrected over the table" in last
