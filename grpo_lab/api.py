@@ -24,11 +24,13 @@ def plan(matrix: str | Path, hardware: str | None = None, workspace: str | Path 
     matrix's budget profile), calibrated by the finished runs in the workspace's registry."""
     from grpo_lab.execution.calibration import from_registry
     from grpo_lab.spec.matrix import load_matrix
-    from grpo_lab.spec.plan import make_plan, plan_hardware
+    from grpo_lab.spec.plan import check_data, make_plan, plan_hardware
 
     spec = load_matrix(matrix)
     measured = from_registry(db, Path(workspace), plan_hardware(spec, hardware))
-    return make_plan(spec, hardware, name=Path(matrix).stem, calibrations=measured)
+    planned = make_plan(spec, hardware, name=Path(matrix).stem, calibrations=measured)
+    check_data(planned)
+    return planned
 
 
 def sweep(matrix: str | Path, on_event=None, **options: Any):

@@ -67,3 +67,85 @@ def test_preset_refuses_to_overwrite_without_force(tmp_path):
 def test_version():
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output.startswith("grpo-lab 0.")
+
+
+def data_matrix(folder, rows: str, **base) -> str:
+    """A one-cell matrix on a JSON-lines file holding `rows`."""
+    (folder / "rows.jsonl").write_text(rows)
+    matrix = folder / "m.yaml"
+    extra = "".join(f"  {k}: {v}\n" for k, v in base.items())
+    matrix.write_text(f"name: mine\nmodels: [tiny]\ntasks: [math]\nseeds: [0]\nbase:\n  steps: 2\n{extra}"
+                      f"  data: {{path: {folder / 'rows.jsonl'}, prompt: problem, answer: solution}}\n")
+    return str(matrix)
+
+
+GOOD = '{"problem": "What is 2 + 3?", "solution": "5"}\n'
+
+
+def test_plan_reads_the_data_and_names_the_row_of_a_json_syntax_error(tmp_path):
+    res = runner.invoke(app, ["plan", data_matrix(tmp_path, GOOD + '{"problem": "What is 4 + 1?", "solution": "5"\n')])
+    line = one_error_line(res.output)
+    assert res.exit_code == 2 and "rows.jsonl: row 2: not valid JSON" in line and "one object" in line
+
+
+def test_a_jsonl_row_that_is_not_an_object_is_named(tmp_path):
+    res = runner.invoke(app, ["plan", data_matrix(tmp_path, GOOD + "[1, 2]\n")])
+    assert res.exit_code == 2 and "rows.jsonl: row 2: a JSON list, not an object" in one_error_line(res.output)
+
+
+def test_an_answer_that_is_not_a_number_is_named_by_row_and_field(tmp_path):
+    res = runner.invoke(app, ["plan", data_matrix(tmp_path, '{"problem": "What is 2 + 3?", "solution": "five"}\n')])
+    line = one_error_line(res.output)
+    assert res.exit_code == 2 and "rows.jsonl: row 1: field 'solution' (data.answer)" in line and "'five'" in line
+
+
+def test_a_setting_that_is_not_a_number_names_file_line_and_key(tmp_path):
+    res = runner.invoke(app, ["plan", data_matrix(tmp_path, GOOD, optim="{lr: abc}")])
+    assert res.exit_code == 2 and f"{tmp_path / 'm.yaml'}:7: field 'optim.lr'" in one_error_line(res.output)
+
+
+def test_negative_seeds_are_refused_naming_file_and_line(tmp_path):
+    m = tmp_path / "m.yaml"
+    m.write_text("name: x\nmodels: [tiny]\ntasks: [math]\nseeds: [0, -1]\n")
+    res = runner.invoke(app, ["plan", str(m)])
+    line = one_error_line(res.output)
+    assert res.exit_code == 2 and f"{m}:4: field 'seeds'" in line and "seed -1 is negative" in line
+
+
+def test_a_missing_model_folder_is_not_found_with_the_nearest_one(tmp_path, monkeypatch):
+    (tmp_path / "models" / "mine2").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    m = tmp_path / "m.yaml"
+    m.write_text("name: x\nmodels: [./models/mine]\ntasks: [math]\n")
+    line = one_error_line(runner.invoke(app, ["plan", str(m)]).output)
+    assert "model folder './models/mine' not found (did you mean './models/mine2'?)" in line
+
+
+def test_an_unwritable_workspace_is_one_line_naming_it(tmp_path):
+    (tmp_path / "file").write_text("")  # a path through a file: unwritable even for root
+    res = runner.invoke(app, ["sweep", data_matrix(tmp_path, GOOD), "--workspace", str(tmp_path / "file" / "ws")])
+    line = one_error_line(res.output)
+    assert res.exit_code == 2 and f"cannot write the workspace {tmp_path / 'file' / 'ws'}" in line
+
+
+def test_the_traceback_goes_to_the_error_log_not_the_screen(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRPO_LAB_CACHE", str(tmp_path / "cache"))
+    res = runner.invoke(app, ["plan", data_matrix(tmp_path, GOOD + "not json\n")])
+    assert "Traceback" not in res.output and "row 2" in one_error_line(res.output)
+    log = (tmp_path / "cache" / "errors.log").read_text()
+    assert "grpo-lab" in log and "Traceback" in log and "DataError: " in log and "read_table" in log
+
+
+def test_a_sweep_stopped_by_preflight_registers_nothing(tmp_path, monkeypatch):
+    from grpo_lab.execution import driver
+    from grpo_lab.execution import registry as reg
+
+    def red(plan, done, on_event):
+        raise driver.PreflightFailed("preflight tiny/math: red flags (reward_signal)")
+
+    monkeypatch.setattr(driver, "_preflight", red)
+    ws = tmp_path / "ws"
+    res = runner.invoke(app, ["sweep", data_matrix(tmp_path, GOOD), "--workspace", str(ws)])
+    assert res.exit_code == 2 and res.output.splitlines()[-1].startswith("error: preflight tiny/math")
+    with reg.connect(reg.default_url(ws))() as s:  # so the fixed matrix is not "changed under the same name"
+        assert reg.all_sweeps(s) == [] and s.query(reg.Run).count() == 0

@@ -5,19 +5,35 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import traceback
 import warnings
+from datetime import datetime
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
+from grpo_lab.util.paths import cache_dir
 from grpo_lab.util.yamlio import ConfigError
 
 # rich shows grpo-lab's progress; transformers' per-load tqdm bars (also in the workers, which inherit
 # the environment) would interleave with it. Set HF_HUB_DISABLE_PROGRESS_BARS=0 to see them.
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
-app = typer.Typer(no_args_is_help=True)
+class Commands(TyperGroup):
+    """Every command's user errors (ConfigError: a matrix, a config, a data row, a workspace) end
+    as one line, wherever in the library they are raised; other exceptions are bugs and keep
+    their traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            fail(exc)
+
+
+app = typer.Typer(no_args_is_help=True, cls=Commands)
 # Off a terminal (a log file, a pipe, CI) rich would cut every table at 80 columns: print them whole.
 console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 400)
 
@@ -52,9 +68,28 @@ def main(version: bool = typer.Option(False, "--version", callback=_version, is_
 
 
 def fail(exc: Exception) -> None:
+    """The error as one line on the screen, its traceback appended to error_log()."""
+    log_traceback(exc)
     console.print("[bold red]error:[/] ", end="")
     console.print(str(exc), markup=False, soft_wrap=True)  # one line per message, not wrapped to the terminal
     raise typer.Exit(2)
+
+
+def error_log() -> Path:
+    return cache_dir() / "errors.log"
+
+
+def log_traceback(exc: Exception) -> None:
+    """Where a one-line error came from, for a bug report: the command and the full traceback."""
+    if exc.__traceback__ is None:
+        return
+    try:
+        error_log().parent.mkdir(parents=True, exist_ok=True)
+        with error_log().open("a") as fh:
+            fh.write(f"--- {datetime.now():%Y-%m-%d %H:%M:%S} grpo-lab {' '.join(sys.argv[1:])}\n")
+            fh.write("".join(traceback.format_exception(exc)))
+    except OSError:  # an unwritable cache must not hide the error itself
+        pass
 
 
 def open_registry(db: str | None, workspace: Path):

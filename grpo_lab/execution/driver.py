@@ -5,8 +5,9 @@ waves), mirror to MLflow, in that order. `grpo-lab sweep` and `grpo_lab.sweep(..
 Events, `on_event(kind, **data)`, in the order they happen:
 
     plan        plan=Plan                      priced and checked against its budget
+    preflight   target=str, checks=list, red=list   one per (model, task) with runs to do, before
+                                               the sweep's cells are registered
     recovered   count=int                      attempts an earlier driver left running, closed
-    preflight   target=str, checks=list, red=list   one per (model, task) with runs to do
     started     sweep=Sweep, runner=Runner, done=int, registry=str
     start       cell=SweepRun                  an attempt was submitted
     end         cell=SweepRun, outcome=Outcome an attempt ended (its run mirrored to MLflow)
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_lab.execution import registry as reg
-from grpo_lab.execution.sweep import SweepOptions, SweepResult, open_sweep, plan_for, recover
+from grpo_lab.execution.sweep import SweepOptions, SweepResult, done_hours, open_sweep, plan_for, recover
 from grpo_lab.util.yamlio import ConfigError
 
 Events = Callable[..., None]
@@ -62,7 +63,8 @@ def _quiet(kind: str, **data) -> None:
 def run_sweep(request: SweepRequest, on_event: Events | None = None) -> SweepResult:
     """Run every pending cell of the request's matrix (idempotent: finished runs are skipped,
     interrupted ones resume); raises ConfigError (PreflightFailed for a red flag) before any
-    training when the matrix, the budget, the runner or the registry is wrong."""
+    training, and before the sweep's cells are registered, when the matrix, its data, the budget,
+    the runner, the workspace or the registry is wrong."""
     from grpo_lab.util.environment import env_snapshot
     from grpo_lab.execution.lease import Lease
     from grpo_lab.execution.runners import load_profile
@@ -78,14 +80,13 @@ def run_sweep(request: SweepRequest, on_event: Events | None = None) -> SweepRes
     plan = plan_for(Path(request.matrix), opts)
     profile = load_profile(request.runner or load_matrix(request.matrix).runner)
     check_runnable({id(c.shared): c.shared for c in plan.cells}.values())  # before preflight loads models
+    Session = reg.connect(request.db or reg.default_url(opts.workspace))  # an unwritable workspace: one line
     on_event("plan", plan=plan)
-    Session = reg.connect(request.db or reg.default_url(opts.workspace))
     with Lease(Session, plan.name), Session() as session:
-        sweep = open_sweep(session, plan, Path(request.matrix), opts, env=request.env or env_snapshot())
+        check = (lambda: _preflight(plan, set(done_hours(opts, plan)), on_event)) if request.preflight else None
+        sweep = open_sweep(session, plan, Path(request.matrix), opts, env=request.env or env_snapshot(), check=check)
         if n := recover(session, sweep):
             on_event("recovered", count=n)
-        if request.preflight:
-            _preflight(plan, sweep, on_event)
         session.commit()
         return _execute(session, sweep, plan, profile, request, opts, decide, on_event)
 
@@ -106,11 +107,11 @@ def check_runnable(configs) -> None:
         raise ConfigError(str(exc)) from None
 
 
-def _preflight(plan, sweep: reg.Sweep, on_event: Events) -> None:
+def _preflight(plan, done: set[str], on_event: Events) -> None:
     from grpo_lab.execution.sweep import preflight_pairs
     from grpo_lab.preflight import preflight
 
-    for cfg in preflight_pairs(plan, sweep):
+    for cfg in preflight_pairs(plan, done):
         result = preflight(cfg, samples=256, diversity_prompts=20)
         red = [c for c in result.checks if c.verdict == "red"]
         on_event("preflight", target=result.target, checks=result.checks, red=red)

@@ -225,7 +225,12 @@ def connect(url: str) -> sessionmaker[Session]:
     """Open (and create) the registry at `url`; returns a session factory."""
     url = engine_url(url)
     if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(url.removeprefix("sqlite:///")).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot write the workspace {folder}: {exc.strerror}; pass --workspace a folder "
+                              f"you can write (or --db a registry URL)") from None
     engine = create_engine(url, connect_args={"timeout": 60} if url.startswith("sqlite") else {})
     if url.startswith("sqlite"):
         @event.listens_for(engine, "connect")

@@ -29,7 +29,7 @@ from grpo_lab.spec.arm import Arm, arm_label
 from grpo_lab.spec.config import comparable
 from grpo_lab.spec.matrix import load_matrix
 from grpo_lab.spec.model_cards import load_card
-from grpo_lab.spec.plan import Plan, make_plan, plan_hardware, sweep_name
+from grpo_lab.spec.plan import Plan, check_data, make_plan, plan_hardware, sweep_name
 from grpo_lab.util.yamlio import ConfigError
 
 
@@ -53,11 +53,12 @@ class SweepResult:
 
 
 def plan_for(matrix: Path, opts: SweepOptions) -> Plan:
-    """The matrix's plan, its estimates calibrated by the registry's finished runs, checked
-    against its budget."""
+    """The matrix's plan, its estimates calibrated by the registry's finished runs, its data files
+    read, checked against its budget."""
     spec = load_matrix(matrix)
     measured = calibration.from_registry(opts.db_url, opts.workspace, plan_hardware(spec))
     plan = make_plan(spec, name=spec.name or matrix.stem, calibrations=measured)
+    check_data(plan)
     if opts.name:  # --name wins over the matrix's own name
         plan = dataclasses.replace(plan, name=sweep_name(opts.name))
     if plan.fits is False and not opts.allow_over_budget:
@@ -93,17 +94,22 @@ def done_hours(opts: SweepOptions, plan: Plan) -> dict[str, float]:
     return done
 
 
-def open_sweep(session: Session, plan: Plan, matrix: Path, opts: SweepOptions, env: dict) -> reg.Sweep:
-    """Get or create the sweep row and link every cell of the plan to it."""
+def open_sweep(session: Session, plan: Plan, matrix: Path, opts: SweepOptions, env: dict,
+               check: Callable[[], None] | None = None) -> reg.Sweep:
+    """Get or create the sweep row and link every cell of the plan to it. `check` (the preflight)
+    runs once the plan is known to fit the sweep and before anything is written: a sweep it stops
+    leaves no cells behind to refuse the fixed matrix as a changed one."""
     sweep = reg.get_sweep(session, plan.name)
+    if sweep is not None:
+        reconcile(sweep, plan, opts.on_change)
+    if check is not None:
+        check()
     if sweep is None:
         sweep = reg.Sweep(name=plan.name, matrix_path=str(matrix.resolve()), hardware=plan.hardware.name,
                           unit=plan.hardware.unit, price_per_gpu_hour=plan.price, budget_gpu_hours=plan.limit,
                           planned_gpu_hours=plan.total, env_json=json.dumps(env))
         session.add(sweep)
         session.flush()
-    else:
-        reconcile(sweep, plan, opts.on_change)
     devices = {c.model: load_card(c.model).gpus for c in plan.cells}
     reg.register_cells(session, sweep, plan.cells, plan.estimates, Path(opts.workspace) / "runs", devices)
     return sweep
@@ -336,9 +342,10 @@ def totals(sweep: reg.Sweep, design: final_evals.Design | None = None) -> dict:
             **{f"cells_{s}": sum(r.status == s for r in runs) for s in reg.STATUSES}}
 
 
-def preflight_pairs(plan: Plan, sweep: reg.Sweep) -> list:
-    """One baseline config per (model, task) that still has runs to do (preflight's targets)."""
+def preflight_pairs(plan: Plan, done: set[str]) -> list:
+    """One baseline config per (model, task) of the plan that still has runs to do, `done` the
+    run ids the registry holds as done (preflight's targets)."""
     from grpo_lab.preflight.targets import baseline_configs
 
-    todo = {(c.model, c.task) for c in sweep.cells if c.run.status not in reg.DONE}
+    todo = {(c.model, c.task) for c in plan.cells if c.run_id not in done}
     return baseline_configs(plan.cells, keep=lambda model, task: (model, task) in todo)

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import torch
 
 from grpo_lab.spec.model_cards import ModelCard, TinySpec, load_card
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("GRPO_LAB_CACHE", Path.home() / ".cache" / "grpo-lab"))
+from grpo_lab.util.paths import cache_dir
 
 
 def load_model(card: ModelCard, tasks: list, device: torch.device, dtype: torch.dtype):

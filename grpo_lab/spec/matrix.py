@@ -127,6 +127,15 @@ class MatrixSpec(Strict):
             raise ValueError(problem)
         return v
 
+    @field_validator("seeds")
+    @classmethod
+    def _natural_seeds(cls, v: list[int]) -> list[int]:
+        # -1 reads as "a random seed" in many trainers; here it would silently be one more fixed seed
+        negative = [s for s in v if s < 0]
+        if negative:
+            raise ValueError(f"seed {negative[0]} is negative: seeds are integers from 0 (e.g. [0, 1, 2])")
+        return v
+
     def trick_sets(self) -> list[tuple[str, ...]]:
         """Every generator's sets in order, each distinct set once."""
         return list(dict.fromkeys(s for gen in self.tricks for s in gen.sets()))

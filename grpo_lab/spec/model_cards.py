@@ -105,10 +105,28 @@ def load_card(name: str) -> ModelCard:
     if path.exists():
         data, lines = load_yaml(path)
         return validate(ModelCard, data, str(path), lines)
-    if "/" in name or Path(name).exists():
+    if Path(name).expanduser().exists():
+        return ModelCard(name=name, kind="hf", path=name)
+    if _is_path(name):
+        raise ConfigError(f"model folder '{name}' not found{_suggest_folder(name)}; give a folder holding the "
+                          f"model's config.json, a card name ({', '.join(known('models'))}) or a Hugging Face "
+                          f"id (org/name)")
+    if "/" in name:
         return ModelCard(name=name, kind="hf", path=name)
     raise ConfigError(f"unknown model '{name}'{suggest(name, known('models'))}; give a card name "
                       f"({', '.join(known('models'))}), a Hugging Face id (org/name) or a local folder")
+
+
+def _is_path(name: str) -> bool:
+    """A model named as a folder (./m, /data/m, ~/m, a/b/c), not as a Hugging Face id (org/name)."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
+def _suggest_folder(name: str) -> str:
+    """' (did you mean X?)' for the closest folder beside the one named, or ''."""
+    parent, base = Path(name).expanduser().parent, Path(name).name
+    prefix = name.rstrip("/")[: -len(base)]  # the folder as the user wrote it: ./models/, ~/m/
+    return suggest(name, [prefix + p.name for p in parent.iterdir() if p.is_dir()]) if parent.is_dir() else ""
 
 
 @lru_cache(maxsize=32)

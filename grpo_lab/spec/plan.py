@@ -130,3 +130,27 @@ def make_plan(spec: MatrixSpec, hardware: str | None = None, name: str = "matrix
                 warnings=warnings, limit=budget.limit if budget else None, tier=budget.tier if budget else None,
                 price=price, calibrations={m: c for m, c in (calibrations or {}).items()
                                            if m in {cell.model for cell in cells}})
+
+
+def check_data(plan: Plan) -> None:
+    """Read every data file the plan's runs name, as each run's setup will: a bad row fails the
+    plan (ConfigError naming file, row and field) before anything is registered or trained, not
+    each run minutes into its setup."""
+    from grpo_lab.spec.model_cards import load_card
+    from grpo_lab.tasks import make_task, task_options
+
+    read = set()
+    for cfg in {id(c.shared): c.shared for c in plan.cells}.values():
+        if cfg.data_path is None and cfg.data is None:
+            continue
+        register = cfg.prompt_register or load_card(cfg.model).prompt_register
+        for name in cfg.tasks:
+            options = task_options(cfg, name)
+            key = json.dumps([name, register, options], sort_keys=True, default=str)
+            if key in read:
+                continue
+            read.add(key)
+            try:
+                make_task(name, register=register, **options)
+            except (ValueError, OSError) as exc:  # DataError, a task's own check of its rows, a read
+                raise ConfigError(str(exc)) from exc

@@ -13,10 +13,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+from grpo_lab.util.yamlio import ConfigError
+
 CANONICAL = ("prompt", "answer", "tests", "solution", "difficulty", "split")
 
 
-class DataError(ValueError):
+class DataError(ConfigError):
     """A dataset row the task cannot use; the message names file, row and field."""
 
 
@@ -34,8 +36,26 @@ def read_table(path: str, fmt: str) -> list[dict]:
         if fmt == "csv":
             return pl.read_csv(path, infer_schema_length=0).to_dicts()  # strings; fields parsed below
     except pl.exceptions.PolarsError as e:
-        raise DataError(f"{path}: cannot read as {fmt}: {str(e).splitlines()[0]}") from None
+        bad = _bad_json_line(path) if fmt == "jsonl" else None
+        raise DataError(bad or f"{path}: cannot read as {fmt}: {str(e).splitlines()[0]}") from None
     return _read_hf_disk(path)
+
+
+def _bad_json_line(path: str) -> str | None:
+    """'<path>: row N: ...' for the first line that is not one JSON object (polars says only
+    where in the file's bytes it stopped), or None when every line is one."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line.rstrip("\r\n"))
+            except json.JSONDecodeError as e:
+                return (f"{path}: row {number}: not valid JSON ({e.msg} at column {e.colno}); each line of a "
+                        f"JSON-lines file is one object, e.g. {{\"prompt\": \"...\", \"answer\": \"...\"}}")
+            if not isinstance(value, dict):
+                return f"{path}: row {number}: a JSON {type(value).__name__}, not an object with the row's fields"
+    return None
 
 
 def _read_hf_disk(path: str) -> list[dict]:

@@ -14,7 +14,7 @@ from grpo_lab.rundir import BASE_EVAL, RunDir, Summary
 from grpo_lab.models import load_card, load_model, weights_digest
 from grpo_lab.rollout import make_engine
 from grpo_lab.spec.config import RunConfig
-from grpo_lab.tasks import make_task
+from grpo_lab.tasks import make_task, task_options
 from grpo_lab.trainer import checkpoint
 from grpo_lab.trainer.backend import Backend, make_backend, same_on_all_ranks
 from grpo_lab.trainer.curriculum import Curriculum
@@ -157,20 +157,6 @@ def build_policy(cfg: RunConfig):
     policy, codec = load_model(card, list(tasks.values()), device, getattr(torch, cfg.dtype))
     policy.eval()
     return device, card, tasks, policy, codec
-
-
-def task_options(cfg: RunConfig, name: str) -> dict:
-    """Constructor options of one task of the run; None means "the task's default", so a plugin
-    whose constructor lacks an option still runs while the config leaves it unset."""
-    options = {"data_path": cfg.data_path, "data": cfg.data, "difficulty": cfg.difficulty, "levels": cfg.levels}
-    if name in ("code", "humaneval") or name.startswith("rg:"):
-        options["sandbox"] = cfg.sandbox
-    if name == "math" and cfg.reward.verifier != "extract":
-        options["verifier"] = cfg.reward.verifier
-        options["sandbox"] = cfg.sandbox
-    if name.startswith("rg:") and cfg.reward.scoring != "strict":
-        options["scoring"] = cfg.reward.scoring
-    return {k: v for k, v in options.items() if v is not None or k in ("data_path", "difficulty")}
 
 
 def eval_problems(cfg: RunConfig, tasks: dict) -> dict:

@@ -60,3 +60,9 @@ def names(folder: str, sub: str, suffix: str = ".yaml") -> list[str]:
     """File stems under `folder/sub` over the whole search path, sorted, each once."""
     return sorted({p.stem for root in search_path(folder) if (root / sub).is_dir()
                    for p in (root / sub).glob(f"*{suffix}")})
+
+
+def cache_dir() -> Path:
+    """Where grpo-lab keeps what it may rebuild (warm-started tiny models, converted weights, the
+    CLI's error log): $GRPO_LAB_CACHE, else ~/.cache/grpo-lab."""
+    return Path(os.environ.get("GRPO_LAB_CACHE", Path.home() / ".cache" / "grpo-lab"))

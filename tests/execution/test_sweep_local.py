@@ -21,13 +21,15 @@ from tests.execution.sweeps import write_matrix
 pytestmark = pytest.mark.slow
 
 
-def sweep_once(matrix: Path, ws: Path, retries: int = 1, db_url: str | None = None):
+def sweep_once(matrix: Path, ws: Path, retries: int = 1, db_url: str | None = None, planned=lambda: None):
+    """One sweep of `matrix`; `planned()` is called once it is planned and registered."""
     opts = SweepOptions(workspace=ws, retries=retries, db_url=db_url)
     plan = plan_for(matrix, opts)
     Session = reg.connect(db_url or reg.default_url(ws))
     session = Session()
     sweep = open_sweep(session, plan, matrix, opts, env={})
     recover(session, sweep)
+    planned()
     runner = LocalRunner(slots=2)
     try:
         return execute_sweep(session, sweep, runner, opts), sweep, session
@@ -58,17 +60,27 @@ def test_sweep_completes_and_rerun_skips_finished(tmp_path, registry_url):
 
 
 def test_failed_run_is_retried_then_recorded_as_wasted(tmp_path):
-    data = tmp_path / "missing-{split}.jsonl"  # read when the run starts, so the run fails
+    data = tmp_path / "missing-{split}.jsonl"
+    files = [Path(str(data).replace("{split}", split)) for split in ("train", "test")]
+
+    def write_data():
+        for file in files:
+            file.write_text("".join(json.dumps({"question": f"{a} + {a}", "answer": str(2 * a)}) + "\n"
+                                    for a in range(60)))
+
+    def remove_data():  # gone after the plan read it (a network share, say): each attempt fails
+        for file in files:
+            file.unlink()
+
+    write_data()
     matrix = write_matrix(tmp_path, "bad", tricks=["baseline"], data_path=str(data))
-    result, sweep, session = sweep_once(matrix, tmp_path / "ws", retries=1)
+    result, sweep, session = sweep_once(matrix, tmp_path / "ws", retries=1, planned=remove_data)
     run = sweep.cells[0].run
     assert result.counts["failed"] == 1
     assert [a.status for a in run.attempts] == ["failed", "failed"]
     assert "missing-" in run.error and run.wasted_gpu_hours == run.gpu_hours > 0
     session.close()
-    for split in ("train", "test"):  # fixing the data makes the next sweep finish it
-        Path(str(data).replace("{split}", split)).write_text(
-            "".join(json.dumps({"question": f"{a} + {a}", "answer": str(2 * a)}) + "\n" for a in range(60)))
+    write_data()  # fixing the data makes the next sweep finish it
     result, sweep, _ = sweep_once(matrix, tmp_path / "ws")
     assert result.counts["finished"] == 1 and len(sweep.cells[0].run.attempts) == 3
 

@@ -96,7 +96,7 @@ def test_a_dataset_whose_reference_answers_fail_its_own_scorer_is_refused_under_
 def test_the_run_config_passes_scoring_to_rg_tasks_and_the_listing_names_the_scorer():
     from grpo_lab.spec.config import RunConfig
     from grpo_lab.tasks.registry import resolve
-    from grpo_lab.trainer.setup import task_options
+    from grpo_lab.tasks import task_options
 
     lenient = RunConfig(task=["rg:leg_counting", "math"], reward={"scoring": "lenient"})
     assert task_options(lenient, "rg:leg_counting")["scoring"] == "lenient" and "scoring" not in task_options(lenient, "math")

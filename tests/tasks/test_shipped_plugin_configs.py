@@ -4,7 +4,7 @@ import pytest
 
 from grpo_lab.spec.config import load_config
 from grpo_lab.tasks import make_task
-from grpo_lab.trainer.setup import task_options
+from grpo_lab.tasks import task_options
 from tests.conftest import ROOT
 
 
