@@ -105,8 +105,14 @@ def predict(sweep_name: str, at: float, workspace: str | Path = WORKSPACE, db: s
 def curve_verdicts(sweep_name: str, workspace: str | Path = WORKSPACE, db: str | None = None,
                    metric: str = "pass@1", alpha: float = 0.05):
     """Each trick set against its cell's baseline on the ceiling A and on the speed C_mid of
-    their compute curves (analysis/curve_verdicts.py): a list of CurveVerdict."""
+    their compute curves (analysis/curve_verdicts.py): a list of CurveVerdict; empty for a
+    --decide sweep (its seeds were added adaptively; these labels rest on fixed-sample intervals)."""
     from grpo_lab.analysis import curve_verdicts as cvd
     from grpo_lab.analysis import curves
+    from grpo_lab.execution import registry as reg
+    from grpo_lab.execution import waves
 
+    with reg.connect(db or reg.default_url(Path(workspace)))() as session:
+        if waves.report_rows(session, _find_sweep(session, sweep_name))["waves"]:
+            return []
     return cvd.verdicts(curves.from_run_dirs(finished_runs(sweep_name, workspace, db), f"eval/{metric}"), alpha)

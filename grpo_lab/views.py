@@ -369,8 +369,9 @@ def prediction_table(rows, at: float) -> Table:
 
 def curve_verdict_table(verdicts) -> Table:
     """`grpo-lab predict`: each trick set's ceiling and speed verdicts (analysis/curve_verdicts.py)."""
-    level = verdicts[0].level if verdicts else 0.95
-    table = Table(title=f"ceiling and speed vs baseline ({level:.2%} intervals, all labels together at 95%)")
+    level, alpha = (verdicts[0].level, verdicts[0].alpha) if verdicts else (0.95, 0.05)
+    table = Table(title=f"ceiling and speed vs baseline, seeds that did not collapse ({level:.2%} intervals, all "
+                        f"labels together at {1 - alpha:.0%})")
     for col in ("model", "task", "trick set", "runs", "ΔA", "C_mid ratio", "ceiling", "speed"):
         table.add_column(col, justify="right" if col in ("runs", "ΔA", "C_mid ratio") else "left")
 

@@ -17,12 +17,15 @@ A run's fit (`fit_run`):
     bounds     A ∈ [0, 1], B ∈ [B_MIN, B_MAX], C_mid ∈ [C_first/20, 50·C_last]; a fit at a bound
                says so (`at_bound`): its parameter is not identified by the points it had
     starts     a grid of (B, C_mid) starts, the lowest loss kept
-    flat       the saturating fit is kept only where it beats a flat line through the points by
-               AICc (squared residuals; 3 parameters against 1): a run on a noisy plateau
+    flat       with at least FORM_POINTS points, the saturating fit is kept only where it beats a
+               flat line through them by AICc (least-squares refits; 4 parameters with the noise
+               variance against 2); with fewer the form is not chosen (the saturating fit stands,
+               and the verdicts call its ceiling and speed unidentified). A run on a noisy plateau
                otherwise gets any A with a C_mid beyond its points, and its extrapolation is
                arbitrary (measured on real tiny-model runs: errors up to 0.44 at 4x the fit
-               window). A flat run's A is its level, C_mid is pinned at its lower bound (no speed
-               to read) and `flat` says so.
+               window). A flat run's A is its level over the window, C_mid is pinned at its lower
+               bound (no speed to read), `flat` says so, and its collapse is judged on its last
+               MIN_POINTS evals, not on the window's mean.
 A run collapsed on its curve when analysis/collapse.py's rule calls the fitted level at its last
 compute, R(C_last), collapsed against R0: the same rule the verdict engine counts, read through
 the fit instead of one noisy eval.
@@ -37,6 +40,7 @@ measured by simulation (tests/analysis/test_analysis_curves.py), not assumed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,9 +53,10 @@ from grpo_lab.analysis import collapse
 
 TRANSIENT = 0.1  # share of the run's last compute whose points are dropped
 MIN_POINTS = 3  # points a fit keeps at least (the latest)
+FORM_POINTS = 6  # points below which flat and saturating cannot be told apart (AICc's pole at 4 + 1)
 LOSS_SCALE = 0.02  # soft-L1 scale: residuals beyond it count linearly
 B_MIN, B_MAX = 0.2, 8.0
-EVAL_PHASE = "timing/eval"
+WALL, CPU = "timing/", "cpu/"  # the metrics rows' phase seconds: wall clock, and the process's CPU time
 
 
 def saturating(C, R0: float, A: float, B: float, C_mid: float) -> np.ndarray:
@@ -62,18 +67,20 @@ def saturating(C, R0: float, A: float, B: float, C_mid: float) -> np.ndarray:
     return R0 + (A - R0) / (1.0 + ratio)
 
 
-def is_timed(rows: list[dict]) -> bool:
-    """Whether a run's metrics rows carry phase timings (else its compute axis is steps)."""
-    return any(k.startswith("timing/") for r in rows for k in r)
+def is_timed(rows: list[dict], clock: str = WALL) -> bool:
+    """Whether a run's metrics rows carry phase seconds of `clock` (else its compute axis is steps)."""
+    return any(k.startswith(clock) for r in rows for k in r)
 
 
-def series(rows: list[dict], devices: int = 1, metric: str = "eval/pass@1") -> tuple[np.ndarray, np.ndarray]:
-    """(C, R) of a run's metrics.jsonl rows: at each row with `metric`, the device-hours its
-    non-eval phases had taken up to that step (the step itself when rows carry no timings)."""
+def series(rows: list[dict], devices: int = 1, metric: str = "eval/pass@1",
+           clock: str = WALL) -> tuple[np.ndarray, np.ndarray]:
+    """(C, R) of a run's metrics.jsonl rows: at each row with `metric`, the hours its non-eval
+    phases had taken up to that step on `clock` (WALL seconds times the devices held, or CPU
+    seconds of the training process), or the step itself when rows carry no such seconds."""
     spent, C, R = 0.0, [], []
-    timed = is_timed(rows)
+    timed = is_timed(rows, clock)
     for r in sorted(rows, key=lambda r: r["step"]):
-        spent += sum(v for k, v in r.items() if k.startswith("timing/") and k != EVAL_PHASE) if timed else 0.0
+        spent += sum(v for k, v in r.items() if k.startswith(clock) and k != f"{clock}eval") if timed else 0.0
         if metric in r and r[metric] is not None and math.isfinite(r[metric]):
             C.append(spent * devices / 3600 if timed else r["step"] + 1.0)
             R.append(float(r[metric]))
@@ -123,22 +130,25 @@ def fit_run(C, R, R0: float) -> RunFit:
             got = optimize.least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=LOSS_SCALE)
             if best is None or got.cost < best.cost:
                 best = got
+    # the form is chosen on least-squares fits, so the flat line is not favoured by the soft loss
+    polished = optimize.least_squares(resid, best.x, bounds=(lo, hi))
     A, B, logc = best.x
     names = ("A", "B", "C_mid")
     pinned = tuple(n for n, v, a, b in zip(names, best.x, lo, hi) if min(v - a, b - v) < 1e-6 * max(1.0, abs(b - a)))
-    rss = float(np.sum(resid(best.x) ** 2))
     level = float(np.mean(R))
-    if _aicc(float(np.sum((R - level) ** 2)), C.size, 1) <= _aicc(rss, C.size, 3):
+    late_level = float(np.mean(R[np.argsort(C)[-MIN_POINTS:]]))
+    if C.size >= FORM_POINTS and _aicc(float(np.sum((R - level) ** 2)), C.size, 2) <= \
+            _aicc(float(np.sum(resid(polished.x) ** 2)), C.size, 4):
         return RunFit(float(R0), level, B_MAX, float(C.min() / 20), float(C.max()), int(C.size),
-                      float(np.std(R)), ("C_mid",), collapse.is_collapsed(R0, level), flat=True)
+                      float(np.std(R)), ("C_mid",), collapse.is_collapsed(R0, late_level), flat=True)
     end = float(saturating(C.max(), R0, A, B, math.exp(logc)))
     return RunFit(float(R0), float(A), float(B), float(math.exp(logc)), float(C.max()), int(C.size),
-                  math.sqrt(rss / C.size), pinned, collapse.is_collapsed(R0, end))
+                  float(np.sqrt(np.mean(resid(best.x) ** 2))), pinned, collapse.is_collapsed(R0, end))
 
 
 def _aicc(rss: float, n: int, k: int) -> float:
     """Akaike's criterion with the small-sample correction for a least-squares fit of k
-    parameters to n points; infinite where n ≤ k + 1 (the correction's pole)."""
+    parameters (the noise variance counted) to n points; infinite where n ≤ k + 1."""
     if n <= k + 1:
         return math.inf
     return n * math.log(max(rss, 1e-12) / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
@@ -168,20 +178,21 @@ def t_interval(x, level: float = 0.9, new: bool = False) -> Interval:
 
 @dataclass(frozen=True)
 class ArmCurve:
-    runs: tuple[RunFit, ...]  # the runs that did not collapse on their curve
+    runs: tuple[RunFit, ...]  # the runs that did not collapse (on their curve or by collapse.py's rule)
     collapsed: int  # runs that did
-    A: Interval  # ceiling
-    B: Interval  # efficiency exponent
-    C_mid: Interval  # compute to half the gain (geometric mean; interval from log C_mid)
+    A: Interval  # ceiling (a flat run's level)
+    B: Interval  # efficiency exponent, over the runs that are not flat
+    C_mid: Interval  # compute to half the gain (geometric mean; interval from log C_mid), runs not flat
     level: float
 
 
 def arm_curve(fits: list[RunFit], level: float = 0.9) -> ArmCurve:
     """An arm's curve over its seeds' fits (module docstring)."""
     healthy = tuple(f for f in fits if not f.collapsed)
-    logc = t_interval([math.log(f.C_mid) for f in healthy], level)
+    shaped = [f for f in healthy if not f.flat]  # a flat run's B and C_mid are placeholders, not estimates
+    logc = t_interval([math.log(f.C_mid) for f in shaped], level)
     return ArmCurve(healthy, len(fits) - len(healthy), t_interval([f.A for f in healthy], level),
-                    t_interval([f.B for f in healthy], level),
+                    t_interval([f.B for f in shaped], level),
                     Interval(math.exp(logc.est) if logc.n else math.nan, math.exp(logc.lower), math.exp(logc.upper),
                              logc.n), level)
 
@@ -211,6 +222,15 @@ class ArmFits:
     unit: str  # of C: "device-hours", or "steps" where runs logged no timings
 
 
+def _clock(rows: list[dict], summary, devices: int) -> tuple[str, str]:
+    """(clock, unit) of a run's compute axis: a one-device CPU run's CPU time where it logged it
+    (wall time on a shared box counts its neighbours' load), else wall time times its devices,
+    else steps."""
+    if devices == 1 and str(summary.device or "").startswith("cpu") and is_timed(rows, CPU):
+        return CPU, "core-hours (CPU time)"
+    return (WALL, "device-hours") if is_timed(rows, WALL) else (WALL, "steps")
+
+
 def from_run_dirs(runs: list[tuple[dict, Path, int]], metric: str = "eval/pass@1",
                   level: float = 0.9) -> list[ArmFits]:
     """Per arm, the fits of its runs' folders: (labels {model, task, tricks, run_id}, folder,
@@ -232,9 +252,12 @@ def from_run_dirs(runs: list[tuple[dict, Path, int]], metric: str = "eval/pass@1
             try:
                 if base is None:
                     raise ValueError("no base eval in its summary")
-                C, R = series(rows, devices, metric)
-                fits.append(fit_run(C, R, base))
-                units.add("device-hours" if is_timed(rows) else "steps")
+                clock, unit = _clock(rows, summary, devices)
+                C, R = series(rows, devices if clock == WALL else 1, metric, clock)
+                fit = fit_run(C, R, base)
+                # one collapse rule: a run the verdict engine counts as collapsed is collapsed here too
+                fits.append(dataclasses.replace(fit, collapsed=True) if collapse.from_summary(summary, metric) else fit)
+                units.add(unit)
             except ValueError as exc:
                 unfitted.append(f"{labels['run_id']}: {exc}")
         out.append(ArmFits(model, task, members[0][0]["tricks"], arm_curve(fits, level), tuple(unfitted),

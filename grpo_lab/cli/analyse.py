@@ -72,7 +72,7 @@ def report(
 @app.command()
 def predict(
     sweep_name: str = typer.Argument(..., metavar="SWEEP", help="a sweep name (grpo-lab status lists them)"),
-    at: float = typer.Option(..., "--at", help="compute to predict at, in device-hours (core-hours on CPU); "
+    at: float = typer.Option(..., "--at", help="compute to predict at, in device-hours (on CPU: core-hours of CPU time); "
                                               "in steps for runs that logged no timings"),
     metric: str = typer.Option("pass@1", help="the eval metric to fit"),
     workspace: Path = typer.Option(Path(".grpo-lab"), help="the sweep's workspace"),
@@ -94,9 +94,12 @@ def predict(
     except ValueError as exc:
         fail(exc)
     console.print(prediction_table(rows, at))
-    console.print("note: beyond the runs' length the intervals assume the curve form; on real tiny-model runs a fit on a "
-                  "quarter (half) of a run covered 22% (83%) of the finals (docs/results.md)", highlight=False)
-    if verdicts:
+    console.print("note: beyond the runs' length the intervals assume the curve form, and on real runs they "
+                  "under-covered (docs/results.md)", highlight=False)
+    if not verdicts:
+        console.print("no ceiling or speed labels: no cell has a baseline, or the sweep ran --decide (its seeds were "
+                      "added adaptively; these labels rest on fixed-sample intervals)", highlight=False)
+    else:
         console.print(curve_verdict_table(verdicts))
         for v in verdicts:
             if v.why:

@@ -83,33 +83,48 @@ def _drawn(arms: list[curves.ArmFits], at: float) -> list[curves.ArmFits]:
     return (base + rest)[:MAX_LINES]
 
 
-def _row(arm: curves.ArmFits, at: float, verdict: CurveVerdict | None) -> list[TableCell]:
+def _row(arm: curves.ArmFits, at: float, verdict: CurveVerdict | None, labelled: bool) -> list[TableCell]:
     c = arm.curve
-    pred = curves.predict(c, at).mean if c.runs else curves.Interval(math.nan, -math.inf, math.inf, 0)
-    labels = [verdict.ceiling_label, verdict.speed_label] if verdict else ["(baseline)", "(baseline)"]
+    # a point, not an interval: beyond the runs the curve form is assumed, and measured on real
+    # runs its intervals under-cover (docs/results.md)
+    pred = f"{curves.predict(c, at).mean.est:.3g} at {at:.3g}" if c.runs else "-"
+    labels = ([verdict.ceiling_label, verdict.speed_label] if verdict else ["(baseline)", "(baseline)"]) \
+        if labelled else ["-", "-"]
     return [arm.model, arm.task, arm.tricks, collapsed_text(len(c.runs), c.collapsed), _span(c.A, rate=True),
-            _span(c.B), _span(c.C_mid), f"{_span(pred, rate=True)} at {at:.3g}", *labels]
+            _span(c.B), _span(c.C_mid), pred, *labels]
 
 
-def curve_blocks(arms: list[curves.ArmFits], verdicts: list[CurveVerdict]) -> list[Block]:
-    """The section's blocks; a note when no run could be fitted."""
+def _intro(verdicts: list[CurveVerdict], decided: bool) -> Paragraph:
+    if decided:
+        rule = ("no ceiling or speed labels: this is a --decide sweep, whose seeds were added where pass@1 "
+                "comparisons stayed open, and these labels rest on fixed-sample intervals")
+    elif verdicts:
+        v = verdicts[0]
+        rule = (f"the labels rest on {v.level:.2%} intervals (Bonferroni over both labels of every comparison, so "
+                f"all labels hold together with probability ≥ {1 - v.alpha:.0%}), about the runs that did not collapse")
+    else:
+        rule = "no labels: no cell has a baseline to compare with"
+    return Paragraph(
+        "Each run's eval pass@1 fitted against its compute to R(C) = R0 + (A − R0)/(1 + (C_mid/C)^B) "
+        "(A the ceiling, C_mid the compute to half the gain, B how sharply it arrives), or as a flat level where "
+        "a flat line fits as well; over the runs that did not collapse (collapsed runs counted beside). "
+        f"Intervals over seeds: 90% for the arm's A, B and C_mid; {rule}. A ceiling is labelled only where every "
+        "run went past half its gain, is not flat and its A is not at a fit bound. The pass@1 at "
+        f"{HORIZON:g}x the longest run is where the curve form puts it, not a forecast: on real runs its "
+        "intervals under-covered (docs/results.md).")
+
+
+def curve_blocks(arms: list[curves.ArmFits], verdicts: list[CurveVerdict], decided: bool = False) -> list[Block]:
+    """The section's blocks; a note when no run could be fitted. decided: the sweep ran --decide
+    (its curves are shown without labels)."""
     fitted = [a for a in arms if a.curve.runs]
     if not fitted:
         why = "; ".join(w for a in arms for w in a.unfitted[:1])[:300]
         return [Paragraph("No run has an eval series a compute curve can be fitted to (at least 2 evals after "
                           f"step 0; evaluate more often with eval.every). {why}")]
+    verdicts = [] if decided else verdicts
     by_arm = {(v.model, v.task, v.tricks): v for v in verdicts}
-    level = next(iter(by_arm.values())).level if by_arm else None
-    blocks: list[Block] = [Paragraph(
-        "Each run's eval pass@1 fitted against its compute to R(C) = R0 + (A − R0)/(1 + (C_mid/C)^B) "
-        "(A the ceiling, C_mid the compute to half the gain, B how sharply it arrives), over the runs that "
-        "did not collapse on their curve (collapsed runs counted beside). Intervals over seeds: 90% for "
-        "the arm's A, B, C_mid and prediction; the verdicts rest on "
-        + (f"{level:.2%} intervals (Bonferroni over both labels of every comparison, so all labels hold "
-           "together with probability ≥ 95%)" if level else "no comparison (no baseline in a cell)") + ". "
-        "A ceiling is labelled only where every run went past half its gain and its A is not at a fit bound. "
-        "Beyond the runs (dashed) the curve form is assumed: on real tiny-model runs a fit on a quarter of a run "
-        "covered 22% of the finals with its 90% interval, on half of it 83% (docs/results.md).")]
+    blocks: list[Block] = [_intro(verdicts, decided)]
     rows: list[list[TableCell]] = []
     for i, ((model, task), cell) in enumerate(_cells(arms).items()):
         at = HORIZON * _longest(cell)
@@ -118,9 +133,9 @@ def curve_blocks(arms: list[curves.ArmFits], verdicts: list[CurveVerdict]) -> li
                                 f"{model} / {task}: solid where runs went, dashed to {HORIZON:g}x the longest run "
                                 "(dotted line); band: 90% interval of the arm's mean.",
                                 _panel_png(model, task, _drawn(cell, at))))
-        rows += [_row(a, at, by_arm.get((a.model, a.task, a.tricks))) for a in cell]
-    headers = ["model", "task", "tricks", "collapsed", "ceiling A", "B", "C_mid", f"pass@1 at {HORIZON:g}x",
-               "ceiling", "speed"]
+        rows += [_row(a, at, by_arm.get((a.model, a.task, a.tricks)), not decided) for a in cell]
+    headers = ["model", "task", "tricks", "collapsed", "ceiling A", "B", "C_mid", f"pass@1 at {HORIZON:g}x (curve form)",
+               "ceiling (seeds that did not collapse)", "speed (seeds that did not collapse)"]
     blocks.append(Table(headers, rows))
     if undecided := [f"{v.tricks} ({v.task}): {v.why}" for v in verdicts if v.why]:
         blocks.append(Paragraph("Undecided, and why: " + "; ".join(undecided[:20])

@@ -5,6 +5,7 @@ driving fit_run -> arm_curve -> verdicts as `grpo-lab predict` and the report do
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -43,10 +44,12 @@ def test_labels_follow_the_intervals():
     assert up.ceiling_label == "raises the ceiling" and up.ceiling.lower > 0
     down = cvd.compare(base, arm("b", [fit(0.40), fit(0.41), fit(0.39), fit(0.40)]), 0.99)
     assert down.ceiling_label == "lowers the ceiling"
-    same = cvd.compare(base, arm("c", [fit(0.501), fit(0.50), fit(0.499), fit(0.50)]), 0.99)
+    same = cvd.compare(base, arm("c", [fit(0.501, 0.2), fit(0.50, 0.21), fit(0.499, 0.19), fit(0.50, 0.2)]), 0.99)
     assert same.ceiling_label == "same ceiling (±0.02)" and same.speed_label.startswith("same speed")
     fast = cvd.compare(base, arm("d", [fit(0.50, c) for c in (0.09, 0.1, 0.11, 0.1)]), 0.99)
-    assert fast.speed_label == "2x less compute to half the gain" and fast.speed.upper < 1
+    # the label gives the guaranteed part of the speed-up, not the point estimate (2x)
+    assert fast.speed_label == f"≥ {1 / fast.speed.upper:.2g}x less compute to half the gain"
+    assert 1 < 1 / fast.speed.upper < 2 and fast.speed.est == pytest.approx(0.5, rel=0.01)  # geometric mean 0.0998 / 0.2
     wide = cvd.compare(base, arm("e", [fit(0.40), fit(0.62), fit(0.50), fit(0.55)]), 0.99)
     assert wide.ceiling_label == cvd.UNDECIDED and "add seeds" in wide.why
 
@@ -60,6 +63,12 @@ def test_a_ceiling_the_runs_never_approached_is_not_labelled():
     assert pinned.ceiling_label == cvd.UNDECIDED and "A at a fit bound" in pinned.why
     lone = cvd.compare(base, arm("c", [fit(0.9)], collapsed=3), 0.99)
     assert lone.ceiling_label == lone.speed_label == cvd.UNDECIDED and lone.collapsed == (0, 3)
+    flat = cvd.compare(base, arm("d", [dataclasses.replace(fit(0.9), flat=True)] * 3), 0.99)
+    assert flat.ceiling_label == flat.speed_label == cvd.UNDECIDED and "not a ceiling" in flat.why
+    few = cvd.compare(base, arm("e", [dataclasses.replace(fit(0.9), points=5)] * 3), 0.99)
+    assert few.ceiling_label == cvd.UNDECIDED and "unidentified" in few.why
+    zeros = cvd.compare(arm("baseline", [fit(0.0)] * 3), arm("f", [fit(0.0)] * 3), 0.99)
+    assert zeros.ceiling_label == cvd.UNDECIDED  # no spread is no evidence of "same ceiling"
 
 
 def test_the_family_level_is_bonferroni_over_both_labels_of_every_comparison():

@@ -35,11 +35,15 @@ def test_the_section_draws_each_cell_and_tables_both_verdicts():
     images = [b for b in blocks if isinstance(b, Image)]
     assert len(images) == 1 and PILImage.open(io.BytesIO(images[0].png)).size[0] > 300
     table = next(b for b in blocks if isinstance(b, Table))
-    rows = {r[2]: dict(zip(table.headers, r)) for r in table.rows}
+    rows = {r[2]: dict(zip([h.split(" ")[0] for h in table.headers], r)) for r in table.rows}
+    assert "ceiling (seeds that did not collapse)" in table.headers  # the estimand in the header
     assert rows["up"]["ceiling"] == "raises the ceiling" and rows["up"]["collapsed"].startswith("collapsed 1 of 6")
     assert rows["same"]["ceiling"] == "same ceiling (±0.02)"
     assert rows["baseline"]["ceiling"] == "(baseline)"
-    assert " at 10" in rows["up"]["pass@1 at 10x"]  # the compute it is predicted at, 10x the longest run
+    assert "[" not in rows["up"]["pass@1"] and " at 10" in rows["up"]["pass@1"]  # a point at 10x, no interval
+    decide = curve_blocks(arms, cvd.verdicts(arms), decided=True)
+    assert "no ceiling or speed labels: this is a --decide sweep" in decide[0].text
+    assert all(r[-2:] == ["-", "-"] for r in next(b for b in decide if isinstance(b, Table)).rows)
 
 
 def test_no_fittable_run_is_said_with_what_to_change():
