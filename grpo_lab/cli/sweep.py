@@ -305,8 +305,10 @@ def ui(
     """Open the MLflow UI on the sweeps' tracking store (local only; Ctrl-C, SIGTERM or SIGHUP stop it
     and everything it started)."""
     from grpo_lab.execution.tracking import default_tracking_uri
-    from grpo_lab.execution.ui import serve_ui
+    from grpo_lab.execution.ui import runs_url, serve_ui
 
     uri = tracking_uri or default_tracking_uri(workspace)
-    console.print(f"MLflow UI for {uri} at http://127.0.0.1:{port}", markup=False)
-    raise typer.Exit(serve_ui(uri, port))
+    url = runs_url(uri, port)
+    console.print(f"starting the MLflow UI for {uri} on port {port} (a minute on a busy machine) ...", markup=False)
+    raise typer.Exit(serve_ui(uri, port, on_ready=lambda: console.print(
+        f"MLflow UI: {url} (the sweeps' runs; Ctrl-C stops it)", markup=False, soft_wrap=True)))

@@ -164,6 +164,18 @@ def _quote(value: str) -> str:
     return f'"{value}"' if "'" in value else f"'{value}'"
 
 
+def experiment_id(uri: str, name: str = "grpo-lab") -> str | None:
+    """The id of the store's experiment `name` (where sweeps are logged), None before one was.
+    A SQLite store that does not exist yet is left for Tracker to create (_create_store)."""
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        return None
+    from mlflow import MlflowClient
+
+    with store_lock(uri):
+        found = MlflowClient(tracking_uri=uri).get_experiment_by_name(name)
+    return found.experiment_id if found else None
+
+
 def artifact_root(uri: str, experiment: str) -> str | None:
     """For a SQLite store, artifacts go next to the DB file, in mlartifacts/<experiment> (MLflow's
     default is ./mlruns in whatever the current directory is); other stores keep their server's

@@ -248,17 +248,16 @@ def test_ui_serves_the_workspace_store_and_nothing_outlives_it_even_a_kill_9(tmp
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    Tracker(tracking.default_tracking_uri(tmp_path / "ws"))  # the store the ui reads
+    tracker = Tracker(tracking.default_tracking_uri(tmp_path / "ws"))  # the store the ui reads
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     ui = subprocess.Popen([sys.executable, "-m", "grpo_lab.cli", "ui", "--workspace", str(tmp_path / "ws"),
-                           "--port", str(port)], cwd=elsewhere, env=env)
+                           "--port", str(port)], cwd=elsewhere, env=env, stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 90
-        while not _answers(port):
-            assert time.monotonic() < deadline and ui.poll() is None, "the MLflow UI did not come up"
-            time.sleep(0.5)
+        said = ui.stdout.readline() + ui.stdout.readline()  # "starting ...", then the URL once it answers
+        assert said.startswith("starting the MLflow UI") and "MLflow UI: " in said and _answers(port), said
+        assert f"http://127.0.0.1:{port}/#/experiments/{tracker.experiment_id}/runs" in said
         server = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_mlflow_ui(int(p), port)]
         assert server, "no mlflow ui process found"
         group = os.getpgid(server[0])
