@@ -285,6 +285,8 @@ def _decide_flags(decisions: dict) -> tuple[list[str], str]:
         flags += ["--budget", f"{opts['budget']:g}"]
     flags += ["--delta", f"{opts['delta']:g}", "--most-seeds", str(opts["most_seeds"])]
     flags += ["--unpaired"] if opts.get("method") == "unpaired" else []
+    estimand = opts.get("estimand", "mean")  # options recorded before the estimand was one decided on the mean
+    flags += ["--estimand", estimand] if estimand != "healthy" else []
     # waves recorded before the sequence was an option used betting, and no eval design
     flags += [] if opts.get("sequence", "betting") == "t" else ["--sequence", "betting"]
     samples = opts.get("eval_samples")

@@ -65,6 +65,20 @@ COLLAPSES_MORE = "collapses more often"
 COLLAPSES_LESS = "collapses less often"
 TONES: dict[str, Tone] = {WORTH_IT: "good", NOT_WORTH: "neutral", NO_CHANGE: "neutral", UNDECIDED: "warn",
                           HARMFUL: "bad", HARMFUL_COMBO: "bad", COLLAPSES_MORE: "bad", COLLAPSES_LESS: "good"}
+# What a label advises, by its base label (the vocabulary word it starts with; `advice`)
+ADVICE = {WORTH_IT: "adopt", NOT_WORTH: "drop", HARMFUL: "drop", HARMFUL_COMBO: "drop", COLLAPSES_MORE: "drop",
+          NO_CHANGE: "no change", UNDECIDED: "undecided", COLLAPSES_LESS: "undecided"}
+
+
+def advice(verdict: str) -> str:
+    """adopt / drop / no change / undecided of a verdict label, read from its base label (the
+    longest vocabulary word its first clause starts with: "harmful in combination on seeds ..."
+    is harmful in combination, "worth it ...; collapses less often" is worth it); a bare
+    "collapses less often" leaves pass@1 undecided."""
+    head = verdict.split(";")[0]
+    return ADVICE[max((w for w in ADVICE if head == w or head.startswith(w + " ")), key=len)]
+
+
 # What a --decide label is about, as its wording says it (analysis/rule.py ESTIMANDS, ESTIMAND_TEXT)
 ON_ESTIMAND = {"healthy": "on seeds that did not collapse", "mean": "(assuming no unseen collapse mode)"}
 

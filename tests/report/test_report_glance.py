@@ -101,7 +101,7 @@ def _sweep(name: str, matrix: str, runners: list[str]) -> SimpleNamespace:
 
 
 OPTIONS = {"budget": 4.0, "delta": 0.02, "alpha": 0.05, "wave": None, "most_seeds": 32, "method": "unpaired",
-           "sequence": "t", "eval_samples": "auto", "eval_design": [["tiny", "logic", 32]]}
+           "sequence": "t", "estimand": "healthy", "eval_samples": "auto", "eval_design": [["tiny", "logic", 32]]}
 
 
 def test_reproduce_runs_from_the_repo_with_every_decide_flag() -> None:
@@ -120,6 +120,9 @@ def test_reproduce_runs_from_the_repo_with_every_decide_flag() -> None:
     for samples, flag in ((16, "--eval-samples 16"), (None, "--eval-samples none")):
         opts = {**OPTIONS, "eval_samples": samples}
         assert reproduce_commands(sweep, matrix, "pass@1", True, {"waves": [{}], "options": opts})[1].endswith(flag)
+    no_estimand = {k: v for k, v in OPTIONS.items() if k != "estimand"}  # recorded before it: decided on the mean
+    assert "--unpaired --estimand mean" in reproduce_commands(sweep, matrix, "pass@1", True,
+                                                             {"waves": [{}], "options": no_estimand})[1]
     before = {k: v for k, v in OPTIONS.items() if k not in ("eval_samples", "eval_design")}  # before the design
     assert reproduce_commands(sweep, matrix, "pass@1", True, {"waves": [{}], "options": before})[1].endswith(
         "--unpaired --eval-samples none")
