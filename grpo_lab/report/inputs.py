@@ -167,9 +167,10 @@ def _phase_hours(cells: list[reg.SweepRun]) -> dict[str, float]:
 
 
 def _cpu_basis(cells: list[reg.SweepRun]) -> dict:
-    """Over the runs whose summary has CPU time: their CPU hours and their wall device-hours."""
-    pairs = [(s.cpu_seconds, s.wall_seconds * (s.devices or 1)) for s in map(_summary, cells)
-             if s.cpu_seconds and s.wall_seconds]
+    """Over the one-device CPU runs whose summary has CPU time (the training process's: a GPU
+    run's or a multi-process run's CPU time is not its compute): their CPU and wall hours."""
+    pairs = [(s.cpu_seconds, s.wall_seconds) for s in map(_summary, cells)
+             if s.cpu_seconds and s.wall_seconds and s.devices == 1 and str(s.device or "").startswith("cpu")]
     return {"cpu_hours": sum(c for c, _ in pairs) / 3600, "cpu_runs_wall_hours": sum(w for _, w in pairs) / 3600,
             "cpu_runs": len(pairs)} if pairs else {}
 

@@ -77,7 +77,7 @@ def load(run, out_dir: Path) -> bool:
         run.adaptive_kl.load_state_dict(state["adaptive_kl"])
     run.base_eval, run.last_eval, run.timing = state["base_eval"], state["last_eval"], state["timing"]
     run.wall_seconds = state.get("wall_seconds", sum(run.timing.values()))  # a checkpoint without it: a lower bound
-    run.cpu_seconds = state.get("cpu_seconds", 0.0)
+    run.cpu_seconds = state.get("cpu_seconds")  # None: a checkpoint from before it was kept, so unknown
     run.tokens_generated, run.tokens_trained, run.effective_samples = state["counters"]
     torch.set_rng_state(state["rng"]["torch"].cpu())
     random.setstate(state["rng"]["python"])

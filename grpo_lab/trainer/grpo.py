@@ -257,8 +257,8 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
     def wall() -> float:
         return prior_wall + time.perf_counter() - t_start
 
-    def cpu() -> float:
-        return prior_cpu + time.process_time() - c_start
+    def cpu() -> float | None:
+        return None if prior_cpu is None else prior_cpu + time.process_time() - c_start
 
     if run.base_eval is None:
         with timer("eval"):

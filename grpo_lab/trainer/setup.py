@@ -50,7 +50,7 @@ class RunState:
     base_eval: dict | None = None
     timing: dict = field(default_factory=dict)
     wall_seconds: float = 0.0  # wall time of the run up to the last checkpoint, over all attempts
-    cpu_seconds: float = 0.0  # process CPU time of the run up to the last checkpoint, over all attempts
+    cpu_seconds: float | None = 0.0  # process CPU time up to the last checkpoint, over all attempts (None: unknown)
     tokens_generated: int = 0
     tokens_trained: int = 0
     effective_samples: int = 0

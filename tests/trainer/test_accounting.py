@@ -2,6 +2,7 @@ import json
 import time
 
 import pytest
+import torch
 
 from grpo_lab.rundir import Summary
 from grpo_lab.trainer.grpo import train
@@ -47,18 +48,13 @@ def test_a_resumed_run_counts_both_attempts(tmp_path, make_cfg):
     t0 = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
         train(cfg, tmp_path, on_step=crash)
-    t1 = time.perf_counter()
+    first_cpu = torch.load(tmp_path / "checkpoint.pt", weights_only=False)["cpu_seconds"]
+    t1, c1 = time.perf_counter(), time.process_time()
     summary = train(cfg, tmp_path)
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     check_cost(summary)
     assert t2 - t1 < summary.wall_seconds < t2 - t0  # the first attempt's wall up to its checkpoint counts
-    assert summary.cpu_seconds > torch_cpu_of_second_attempt(tmp_path)  # and its CPU time
-
-
-def torch_cpu_of_second_attempt(folder) -> float:
-    """CPU seconds of the steps the second attempt ran (steps 4-7: the first checkpointed at 4)."""
-    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-    return sum(v for r in rows if r["step"] >= 4 for k, v in r.items() if k.startswith("cpu/"))
+    assert first_cpu > 0 and summary.cpu_seconds == pytest.approx(first_cpu + (c2 - c1), rel=0.1)  # and its CPU time
 
 
 def test_effective_samples_exclude_masked_and_zero_variance_samples(tmp_path, make_cfg):
