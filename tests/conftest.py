@@ -33,8 +33,8 @@ def make_cfg():
 
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-SECTION_IDS = ["glance", "verdicts", "curves", "length", "stability", "interactions", "costs",
-               "environment", "reproduce"]
+SECTION_IDS = ["recommend", "glance", "verdicts", "curves", "compute", "samples", "length", "stability",
+               "interactions", "costs", "environment", "reproduce"]
 SCREENSHOT_COPY = Path("/tmp/report_screenshot.png")
 
 needs_chromium = pytest.mark.skipif(

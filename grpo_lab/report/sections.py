@@ -186,8 +186,8 @@ def _summary(data: ReportData, unit: str) -> list[str]:
     counts = ", ".join(f"{n} {s}" for s, n in sorted(status.items()))
     partial = data.meta.get("partial")
     return [
-        *([f"Partial: {partial}; the sweep is still running or was stopped, and this report shows the runs "
-           "finished so far."] if partial else []),
+        *([f"Partial: {partial}; the others are still to run, running, or failed: this report shows the "
+           "finished runs only."] if partial else []),
         (f"Sweep {_meta(data, 'sweep', 'name')} · matrix {_meta(data, 'matrix', 'matrix_path')} "
          f"· metric {data.metric} · created {timestamp(_meta(data, 'created', 'created_at'))}"),
         (f"{runs.height} runs ({counts or 'none'}) · {runs.select(KEYS).n_unique()} trick sets "

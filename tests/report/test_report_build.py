@@ -15,9 +15,7 @@ from PIL import Image as PILImage
 
 import grpo_lab.report as report_module
 from grpo_lab.report import ReportData, write_report
-
-SECTION_IDS = ["recommend", "glance", "verdicts", "curves", "compute", "samples", "length", "stability", "interactions", "costs",
-               "environment", "reproduce"]
+from tests.conftest import SECTION_IDS
 
 
 def _decode(png: bytes) -> tuple[int, int]:
