@@ -157,10 +157,17 @@ class LossConfig(Strict):
     aggregation: Literal["token_mean", "seq_mean", "token_sum_norm"] = Field(
         "token_mean", description="per-token losses to a scalar: mean over tokens, mean of sequence means, "
                                   "or sum over a constant (Dr. GRPO)")
-    weighting: Literal["token", "sequence", "cispo", "gmpo"] = Field(
+    weighting: Literal["token", "sequence", "cispo", "gmpo", "clip_cov", "kl_cov"] = Field(
         "token", description="the importance-weighted surrogate: PPO's per-token ratio, one ratio per sequence "
-                             "(GSPO), REINFORCE with clipped stop-gradient ratios (CISPO), or the geometric mean "
-                             "of clipped token ratios (GMPO); the clip range is clip_low/clip_high throughout")
+                             "(GSPO), REINFORCE with clipped stop-gradient ratios (CISPO), the geometric mean "
+                             "of clipped token ratios (GMPO), PPO with high-covariance tokens cut (Clip-Cov) or "
+                             "the unclipped ratio with a |log-ratio| penalty on them (KL-Cov); the clip range is "
+                             "clip_low/clip_high throughout")
+    cov_frac: float = Field(
+        2e-4, gt=0, le=1, description="clip_cov / kl_cov: fraction of trained tokens cut or penalised (at least one)")
+    clip_cov_lb: float = Field(1.0, description="clip_cov: tokens are drawn from covariance in (clip_cov_lb, clip_cov_ub)")
+    clip_cov_ub: float = Field(5.0, description="clip_cov: upper end of the covariance band")
+    kl_cov_coef: float = Field(1.0, ge=0, description="kl_cov: weight of |logp - old_logp| on the top-covariance tokens")
     top_entropy_frac: float = Field(
         1.0, gt=0, le=1, description="the policy term only on this top fraction of trained tokens by entropy "
                                      "(Beyond the 80/20 rule: 0.2); 1: every token")

@@ -137,11 +137,71 @@ def gmpo_surrogate(
     return (-adv * ratio).expand_as(logp), d != d_clip
 
 
+def _cov(logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-token centred product (A - mean A)(logp - mean logp), means over the trained tokens
+    (token-weighted, as in verl): the term whose batch sum drives the entropy change (Cui et al.).
+    Detached: it only selects tokens. [B,T] (adv broadcast) -> [B,T]."""
+    m = mask.to(logp.dtype)
+    a = adv.expand_as(logp).detach()
+    lp = logp.detach()
+    n = m.sum().clamp(min=1)
+    return (a - (a * m).sum() / n) * (lp - (lp * m).sum() / n)
+
+
+def clip_cov_surrogate(
+    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
+    clip_low: float = 0.2, clip_high: float = 0.2, frac: float = 2e-4, lb: float = 1.0, ub: float = 5.0,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Clip-Cov (Cui et al. 2025): PPO's clipped loss with the gradient of a few high-covariance
+    tokens cut. cov_t = (A - mean A)(logp_t - mean logp) over trained tokens; of the tokens with
+    lb < cov_t < ub that PPO did not already clip, max(1, int(frac * n_trained)) drawn uniformly
+    at random get loss 0 (their gradient detached), the rest keep L_t = -min(rho A, clip(rho) A).
+    Those tokens push entropy down fastest, so cutting them slows entropy collapse. adv [B,1],
+    logp/old_logp/mask [B,T]. Returns (loss [B,T], clipped [B,T]: PPO-clipped or cut tokens).
+    The draw uses `generator` (None: torch's global RNG, as verl's randperm).
+    """
+    loss, ppo_clipped = clipped_surrogate(logp, old_logp, adv, clip_low, clip_high)
+    on = mask != 0
+    cov = _cov(logp, adv, mask)
+    # verl leaves tokens PPO already clipped out of the draw: their gradient is already gone.
+    band = torch.nonzero((cov > lb) & (cov < ub) & on & ~ppo_clipped)
+    n_cut = max(int(frac * int(on.sum())), 1)
+    picked = band[torch.randperm(len(band), generator=generator)[:n_cut]]
+    cut = torch.zeros_like(on)
+    cut[picked[:, 0], picked[:, 1]] = True
+    return torch.where(cut, torch.zeros_like(loss), loss), ppo_clipped | cut
+
+
+def kl_cov_surrogate(
+    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
+    frac: float = 2e-3, coef: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """KL-Cov (Cui et al. 2025): the unclipped surrogate L_t = -rho_t A, plus coef * |logp_t -
+    old_logp_t| on the top max(1, int(frac * n_trained)) trained tokens by cov_t = (A - mean A)
+    (logp_t - mean logp). The penalty holds those tokens near the sampling policy, where PPO's
+    clip would hold every token; it is 0 at the first update (logp = old_logp) and acts from the
+    second. No ratio clip, as in verl's kl_cov. adv [B,1], logp/old_logp/mask [B,T].
+    Returns (loss [B,T], penalised [B,T] bool).
+    """
+    d = logp - old_logp
+    on = mask != 0
+    cov = _cov(logp, adv, mask).masked_fill(~on, -math.inf)
+    k = min(max(int(frac * int(on.sum())), 1), int(on.sum()))
+    top = torch.zeros(cov.numel(), dtype=torch.bool, device=cov.device)
+    top[torch.topk(cov.flatten(), k).indices] = True
+    top = top.view_as(cov) & on
+    return -adv * torch.exp(d) + coef * d.abs() * top, top
+
+
 WEIGHTINGS = {  # loss.weighting -> (logp, old_logp, adv [B,1], mask, LossConfig) -> (loss [B,T], clipped [B,T])
     "token": lambda lp, old, a, mask, c: clipped_surrogate(lp, old, a, c.clip_low, c.clip_high, c.dual_clip),
     "sequence": lambda lp, old, a, mask, c: sequence_surrogate(lp, old, a, mask, c.clip_low, c.clip_high),
     "cispo": lambda lp, old, a, mask, c: cispo_surrogate(lp, old, a, c.clip_low, c.clip_high),
     "gmpo": lambda lp, old, a, mask, c: gmpo_surrogate(lp, old, a, mask, c.clip_low, c.clip_high),
+    "clip_cov": lambda lp, old, a, mask, c: clip_cov_surrogate(
+        lp, old, a, mask, c.clip_low, c.clip_high, c.cov_frac, c.clip_cov_lb, c.clip_cov_ub),
+    "kl_cov": lambda lp, old, a, mask, c: kl_cov_surrogate(lp, old, a, mask, c.cov_frac, c.kl_cov_coef),
 }
 
 
