@@ -155,6 +155,7 @@ _LATER_SECTION_DEFAULTS = {
     "reward": {"function": None, "functions": [], "verifier": "extract", "scoring": "strict"},
     "loss": {"top_entropy_frac": 1.0, "cov_frac": 2e-4, "clip_cov_lb": 1.0, "clip_cov_ub": 5.0, "kl_cov_coef": 1.0},
     "vllm": {"tis_mode": "token_truncate"},
+    "curriculum": {"retire_at": None},
 }
 
 

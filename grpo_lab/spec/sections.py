@@ -231,6 +231,9 @@ class CurriculumConfig(Strict):
     window: int = Field(5, ge=1, description="steps of an arm's reward history in its recent mean")
     boost: float = Field(3.0, ge=1, description="largest weight factor up (and 1/boost down)")
     switch_frac: float = Field(0.4, ge=0, le=1, description="two_stage: fraction of steps before the switch to uniform")
+    retire_at: float | None = Field(
+        None, ge=0, le=1, description="a training problem whose group's mean reward reached this is not drawn again "
+                                      "(ScaleRL's no-positive-resampling: 0.9); None: never")
 
 
 class EvalConfig(Strict):

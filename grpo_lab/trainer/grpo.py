@@ -72,6 +72,7 @@ def sample_groups(run: RunState, step: int, G: int, T: float, progress: float, t
             ro = run.engine.generate(prompts, G, T, cfg.top_p, cfg.max_new_tokens, seed=run.seed_for(step, round_))
         with timer("reward"):
             sc = score_rollout(run.tasks, new, ro, run.codec, run.cfg, progress)
+        run.curriculum.retire(new, sc.raw.mean(dim=1).tolist())
         keep = list(range(len(new)))
         if cfg.dynamic_sampling:
             varied = [g for g in keep if float(sc.main[g].std()) > 0]
