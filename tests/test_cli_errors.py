@@ -149,3 +149,10 @@ def test_a_sweep_stopped_by_preflight_registers_nothing(tmp_path, monkeypatch):
     assert res.exit_code == 2 and res.output.splitlines()[-1].startswith("error: preflight tiny/math")
     with reg.connect(reg.default_url(ws))() as s:  # so the fixed matrix is not "changed under the same name"
         assert reg.all_sweeps(s) == [] and s.query(reg.Run).count() == 0
+
+
+def test_a_hub_id_without_a_card_names_the_nearest_card(tmp_path):
+    m = tmp_path / "m.yaml"
+    m.write_text("name: x\nmodels: [Qwen/Qwen2.5-7B-Instrut]\ntasks: [math]\n")
+    line = one_error_line(runner.invoke(app, ["plan", str(m)]).output)
+    assert "'Qwen/Qwen2.5-7B-Instrut' has no card" in line and "did you mean the card 'qwen2.5-7b'" in line

@@ -17,7 +17,7 @@ import yaml
 
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.spec.matrix import TIERS, Cell, expand, parse_matrix
-from grpo_lab.spec.model_cards import Hardware, ModelCard, load_card, load_hardware
+from grpo_lab.spec.model_cards import Hardware, ModelCard, load_card, load_hardware, nearest_card
 from grpo_lab.spec.presets import Presets, get_tier, load_presets, tier_notes, tier_tricks
 from grpo_lab.util.dicts import deep_merge
 from grpo_lab.util.paths import find_all
@@ -79,8 +79,9 @@ def estimate(cfg: RunConfig, card: ModelCard, hardware: Hardware, prompt_tokens:
     starting G, and DAPO refills are not counted.
     """
     if card.params <= 0:
-        raise ConfigError(f"model '{card.name}' has no parameter count: give it a card in experiments/models/ "
-                          "with `params:` so its runs can be budgeted")
+        raise ConfigError(f"model '{card.name}' has no card, so no parameter count{nearest_card(card.name)}; "
+                          "if it is the model you mean, give it a card in experiments/models/ with `params:` so "
+                          "its runs can be budgeted")
     n, s, e = float(card.params), cfg.sampling, cfg.eval
     prompt = prompt_tokens if prompt_tokens is not None else prompt_length(cfg, card)
     response = s.max_new_tokens * RESPONSE_FILL

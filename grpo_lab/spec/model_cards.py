@@ -7,6 +7,7 @@ import), so model cards and hardware profiles are read here; grpo_lab.models loa
 
 from __future__ import annotations
 
+import difflib
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -115,6 +116,14 @@ def load_card(name: str) -> ModelCard:
         return ModelCard(name=name, kind="hf", path=name)
     raise ConfigError(f"unknown model '{name}'{suggest(name, known('models'))}; give a card name "
                       f"({', '.join(known('models'))}), a Hugging Face id (org/name) or a local folder")
+
+
+def nearest_card(name: str) -> str:
+    """' (did you mean the card X?)' for the card whose name or model path is closest to `name`
+    (a Hub id with a typo: 'HuggingFaceTB/SmolLM2-135M-Instructt' -> smollm2-135m), or ''."""
+    cards = {key: card for card in known("models") for key in (card, load_card(card).path) if key}
+    close = difflib.get_close_matches(name, list(cards), n=1, cutoff=0.5)
+    return f" (did you mean the card '{cards[close[0]]}'?)" if close else ""
 
 
 def _is_path(name: str) -> bool:
