@@ -97,6 +97,7 @@ def test_an_answer_that_is_not_a_number_is_named_by_row_and_field(tmp_path):
     res = runner.invoke(app, ["plan", data_matrix(tmp_path, '{"problem": "What is 2 + 3?", "solution": "five"}\n')])
     line = one_error_line(res.output)
     assert res.exit_code == 2 and "rows.jsonl: row 1: field 'solution' (data.answer)" in line and "'five'" in line
+    assert "write it as a value ('5'" in line
 
 
 def test_a_setting_that_is_not_a_number_names_file_line_and_key(tmp_path):

@@ -145,7 +145,9 @@ class MathTask(BaseTask):
         if target is None and raw and (self.verifier == "math-verify" or value_of(raw) is not None):
             target = raw  # an expression, list or LaTeX answer, compared by value or by math-verify
         if target is None:
-            raise ValueError(f"math record has no numeric answer (nor an expression, list or set): {answer[-80:]!r}")
+            raise ValueError(f"math record has no numeric answer (nor an expression, list or set): {answer[-80:]!r}; "
+                             f"write it as a value ('5', '-3/4', '[1, 2]'), after '#### ' in a worked solution, or "
+                             f"set reward.verifier: math-verify for LaTeX answers")
         if self.register == "compact":
             prompt, solution = question, target
         else:
