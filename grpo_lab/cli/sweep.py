@@ -113,6 +113,22 @@ def preset(
     show_plan(console, p, table=False)
 
 
+@contextlib.contextmanager
+def interruptible(view: SweepView):
+    """Ctrl-C (SIGINT, also where a script started the sweep with SIGINT ignored) ends the sweep in
+    one line: the driver has closed its open attempts as interrupted, and the next run resumes them."""
+    previous = signal.signal(signal.SIGINT, _interrupt_once)
+    try:
+        yield
+    except KeyboardInterrupt:
+        view.live.close()  # the live view ends before the line prints
+        console.print(f"interrupted: {view.finished()} runs finished, re-run the same command to resume",
+                      highlight=False)
+        raise typer.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _interrupt_once(signum, frame) -> None:
     """The first Ctrl-C stops the sweep; later ones are ignored, so the driver's cleanup (closing
     its attempts, stopping the workers at a checkpoint) is not cut short by an impatient second one."""
@@ -166,22 +182,15 @@ def sweep(
                                        estimand=estimand.value,
                                        eval_samples=eval_samples_option(eval_samples))
                            if decide else None)
-    previous = signal.signal(signal.SIGINT, _interrupt_once)
-    try:
-        with contextlib.ExitStack() as live:
-            view = SweepView(live, workspace)
-            try:
+    with contextlib.ExitStack() as live:
+        view = SweepView(live, workspace)
+        try:
+            with interruptible(view):
                 result = run_sweep(request, view)
-            except PreflightFailed as exc:
-                fail(exc)
-            except ConfigError as exc:
-                fail(exc)
-    except KeyboardInterrupt:  # the driver has closed its open attempts as interrupted: they resume
-        console.print(f"interrupted: {view.finished()} runs finished, re-run the same command to resume",
-                      highlight=False)
-        raise typer.Exit(130) from None
-    finally:
-        signal.signal(signal.SIGINT, previous)
+        except PreflightFailed as exc:
+            fail(exc)
+        except ConfigError as exc:
+            fail(exc)
     if result.counts["failed"]:
         raise typer.Exit(1)
 
