@@ -113,6 +113,13 @@ def test_negative_seeds_are_refused_naming_file_and_line(tmp_path):
     assert res.exit_code == 2 and f"{m}:4: field 'seeds'" in line and "seed -1 is negative" in line
 
 
+def test_a_negative_seed_for_one_run_is_refused_naming_the_key(tmp_path):
+    res = runner.invoke(app, ["run", "experiments/configs/tiny-math.yaml", "--set", "seed=-1", "--out", str(tmp_path / "r")])
+    line = one_error_line(res.output)
+    assert res.exit_code == 2 and "seed" in line and "greater than or equal to 0" in line
+    assert not (tmp_path / "r" / "metrics.jsonl").exists()
+
+
 def test_a_missing_model_folder_is_not_found_with_the_nearest_one(tmp_path, monkeypatch):
     (tmp_path / "models" / "mine2").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)

@@ -58,7 +58,7 @@ class RunConfig(Strict):
     data_path: str | None = Field(
         None, description="data file of the task's own format; '{split}' in it names one file per split")
     data: DataConfig | None = Field(None, description="a dataset in the user's format and field names (tasks/data.py)")
-    seed: int = Field(0, description="seed of sampling, data order and initialisation")
+    seed: int = Field(0, ge=0, description="seed of sampling, data order and initialisation (0 or more)")
     steps: int = Field(100, ge=1, description="training steps (one batch of rollouts and its updates each)")
     device: str = Field("auto", description="torch device: auto (CUDA if available, else CPU), cpu, cuda, cuda:1 ...")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="dtype of the policy weights")
