@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import warnings
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -248,19 +249,12 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
     out_dir = Path(out_dir)
     folder = RunDir(out_dir)
     folder.write_config(cfg.model_dump(mode="json"))
-    t_start, c_start = time.perf_counter(), time.process_time()
+    started = time.perf_counter(), time.process_time()
     run = setup(cfg, out_dir)
+    clock = Clock(run.wall_seconds, run.cpu_seconds, *started)
     timer = Timer()
     timer.total.update(run.timing)
-    timer.total["setup"] = timer.total.get("setup", 0.0) + time.perf_counter() - t_start
-    prior_wall, prior_cpu = run.wall_seconds, run.cpu_seconds
-
-    def wall() -> float:
-        return prior_wall + time.perf_counter() - t_start
-
-    def cpu() -> float | None:
-        return None if prior_cpu is None else prior_cpu + time.process_time() - c_start
-
+    timer.total["setup"] = timer.total.get("setup", 0.0) + time.perf_counter() - started[0]
     if run.base_eval is None:
         with timer("eval"):
             run.base_eval, _ = run.evaluate(-1, out_dir)
@@ -271,11 +265,7 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
         trained = step + 1
         metrics = train_step(run, step, timer)
         if (step + 1) % cfg.eval.every == 0 or step + 1 == cfg.steps:
-            with timer("eval"):
-                eval_metrics, examples = run.evaluate(step, out_dir)
-            metrics.update(eval_metrics)
-            run.last_eval = eval_metrics
-            log.examples(step, examples)
+            metrics.update(_evaluate(run, step, out_dir, timer, log))
         metrics.update(timer.pop_step())
         fired = monitor.observe(step, metrics)
         metrics["alarm/count"] = len(fired)
@@ -285,22 +275,47 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
         stop = monitor.stop_reason(step, fired)
         leave = preempt is not None and preempt() and not stop and step + 1 < cfg.steps
         if leave or stop or (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
-            run.timing, run.wall_seconds, run.cpu_seconds = dict(timer.total), wall(), cpu()
+            run.timing, run.wall_seconds, run.cpu_seconds = dict(timer.total), clock.wall(), clock.cpu()
             with timer("checkpoint"):
                 checkpoint.save(run, step + 1, out_dir)
         if leave:
             raise Preempted(step + 1)
         if stop:
             if "eval/pass@1" not in metrics:  # a stopped run is judged where it stopped, not earlier
-                with timer("eval"):
-                    run.last_eval, examples = run.evaluate(step, out_dir)
-                log.examples(step, examples)
+                _evaluate(run, step, out_dir, timer, log)
             break
-    summary = run.summary(timer.total, wall(), stop, monitor.counts, cpu())
+    summary = run.summary(timer.total, clock.wall(), stop, monitor.counts, clock.cpu())
     folder.write_summary(summary)
     if final_samples and run.backend.rank == 0:
         _final_eval(run, out_dir, final_samples, trained)
     return summary
+
+
+@dataclass(frozen=True)
+class Clock:
+    """A run's wall and process-CPU seconds over its attempts: the totals its checkpoint carried
+    (cpu None: a checkpoint from before CPU time was kept, so unknown) plus this attempt's since
+    it started (perf_counter, process_time at the start)."""
+
+    prior_wall: float
+    prior_cpu: float | None
+    wall_start: float
+    cpu_start: float
+
+    def wall(self) -> float:
+        return self.prior_wall + time.perf_counter() - self.wall_start
+
+    def cpu(self) -> float | None:
+        return None if self.prior_cpu is None else self.prior_cpu + time.process_time() - self.cpu_start
+
+
+def _evaluate(run: RunState, step: int, out_dir: Path, timer: Timer, log) -> dict[str, float]:
+    """The eval after `step`: its metrics become the run's last eval, its examples are logged."""
+    with timer("eval"):
+        metrics, examples = run.evaluate(step, out_dir)
+    run.last_eval = metrics
+    log.examples(step, examples)
+    return metrics
 
 
 def _final_eval(run, out_dir: Path, samples: int, step: int) -> None:
