@@ -103,10 +103,11 @@ def predict(sweep_name: str, at: float, workspace: str | Path = WORKSPACE, db: s
 
 
 def curve_verdicts(sweep_name: str, workspace: str | Path = WORKSPACE, db: str | None = None,
-                   metric: str = "pass@1", alpha: float = 0.05):
+                   metric: str = "pass@1", alpha: float = 0.05, arms=None):
     """Each trick set against its cell's baseline on the ceiling A and on the speed C_mid of
     their compute curves (analysis/curve_verdicts.py): a list of CurveVerdict; empty for a
-    --decide sweep (its seeds were added adaptively; these labels rest on fixed-sample intervals)."""
+    --decide sweep (its seeds were added adaptively; these labels rest on fixed-sample intervals).
+    arms: the sweep's curves.ArmFits when the caller has fitted them already (`predict`'s)."""
     from grpo_lab.analysis import curve_verdicts as cvd
     from grpo_lab.analysis import curves
     from grpo_lab.execution import registry as reg
@@ -115,4 +116,6 @@ def curve_verdicts(sweep_name: str, workspace: str | Path = WORKSPACE, db: str |
     with reg.connect(db or reg.default_url(Path(workspace)))() as session:
         if waves.report_rows(session, _find_sweep(session, sweep_name))["waves"]:
             return []
-    return cvd.verdicts(curves.from_run_dirs(finished_runs(sweep_name, workspace, db), f"eval/{metric}"), alpha)
+    if arms is None:
+        arms = curves.from_run_dirs(finished_runs(sweep_name, workspace, db), f"eval/{metric}")
+    return cvd.verdicts(arms, alpha)

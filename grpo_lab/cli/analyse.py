@@ -90,7 +90,7 @@ def predict(
         fail(ConfigError(f"--at: {at} is not a positive amount of compute"))
     try:
         rows = predict_arms(sweep_name, at, workspace, db, metric)
-        verdicts = curve_verdicts(sweep_name, workspace, db, metric)
+        verdicts = curve_verdicts(sweep_name, workspace, db, metric, arms=[arm for arm, _ in rows])
     except ValueError as exc:
         fail(exc)
     console.print(prediction_table(rows, at))

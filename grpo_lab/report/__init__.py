@@ -48,7 +48,8 @@ def prepare(data: ReportData, policy: VerdictPolicy = VerdictPolicy(),
     verdicts = verdict_table(stats, data.effects, data.interactions, policy, data.decisions)
     decided = bool((data.decisions or {}).get("verdicts"))
     figures = {"glance": forest_images(verdicts, data.metric, decided), **make_figures(data, chosen, figure_limits)}
-    curve_blocks = compute_curves.curve_blocks(data.curves, curve_verdicts.verdicts(data.curves, policy.alpha), decided)
+    labels = [] if decided else curve_verdicts.verdicts(data.curves, policy.alpha)  # none on a --decide sweep
+    curve_blocks = compute_curves.curve_blocks(data.curves, labels, decided)
     return Parts(data, stats, chosen, verdicts, figures, policy, table_limits, curve_blocks)
 
 
