@@ -15,6 +15,7 @@ from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, Field
 
 from grpo_lab.models.codec import HFCodec
+from grpo_lab.models.loading import from_pretrained
 from grpo_lab.spec.model_cards import hub_offline
 
 # transformers renamed `torch_dtype` to `dtype` in 4.56 and warns about the old spelling in 5.x.
@@ -65,7 +66,7 @@ def _from_pretrained(loader, name_or_path: str, **kwargs):
     """
     offline = hub_offline()
     try:
-        return loader.from_pretrained(name_or_path, local_files_only=offline, **kwargs)
+        return from_pretrained(loader, name_or_path, local_files_only=offline, **kwargs)
     except (OSError, ValueError) as e:  # HFValidationError is a ValueError
         if Path(name_or_path).expanduser().is_dir():
             raise

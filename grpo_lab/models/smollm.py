@@ -21,6 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from grpo_lab.models.codec import HFCodec
 from grpo_lab.models.hf import LoraSpec, dtype_kwargs, load_hf
+from grpo_lab.models.loading import from_pretrained
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Bump the suffix when what is written changes (ids, format): old caches are then simply unused.
@@ -63,7 +64,7 @@ def load_smollm2_gguf() -> tuple[torch.nn.Module, object]:
     """
     folder = gguf_folder()
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE)
+    model = from_pretrained(AutoModelForCausalLM, folder, gguf_file=GGUF_FILE)
     return model.eval(), tokenizer
 
 
@@ -133,7 +134,7 @@ def build_smollm2_cache(cache_dir: Path) -> Path:
         plain.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         del plain
-        reloaded = AutoModelForCausalLM.from_pretrained(tmp, **dtype_kwargs(torch.float32))
+        reloaded = from_pretrained(AutoModelForCausalLM, tmp, **dtype_kwargs(torch.float32))
         diff = max_logit_diff(gguf_model, reloaded.eval(), tokenizer)
         if diff > _CHECK_ATOL:
             raise RuntimeError(

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from grpo_lab.models.loading import LOAD_LOCK, from_pretrained
 from grpo_lab.spec.model_cards import TinySpec
 
 CHARS = "\n" + "".join(chr(c) for c in range(32, 127))
@@ -69,7 +70,8 @@ def build(spec: TinySpec, codec: CharCodec) -> LlamaForCausalLM:
         tie_word_embeddings=True,
     )
     torch.manual_seed(spec.seed)
-    return LlamaForCausalLM(config)
+    with LOAD_LOCK:
+        return LlamaForCausalLM(config)
 
 
 def supervised_batch(codec: CharCodec, pairs: list[tuple[str, str]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,7 +172,7 @@ def load_tiny(spec: TinySpec, tasks: list, cache_dir: Path,
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, a killed holder's too
             if not (folder / "config.json").exists():
                 _train_and_cache(spec, tasks, codec, folder, say)
-    return LlamaForCausalLM.from_pretrained(folder).eval(), codec
+    return from_pretrained(LlamaForCausalLM, folder).eval(), codec
 
 
 def _train_and_cache(spec: TinySpec, tasks: list, codec: CharCodec, folder: Path, say) -> None:
