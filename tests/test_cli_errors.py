@@ -164,3 +164,33 @@ def test_a_hub_id_without_a_card_names_the_nearest_card(tmp_path):
     m.write_text("name: x\nmodels: [Qwen/Qwen2.5-7B-Instrut]\ntasks: [math]\n")
     line = one_error_line(runner.invoke(app, ["plan", str(m)]).output)
     assert "'Qwen/Qwen2.5-7B-Instrut' has no card" in line and "did you mean the card 'qwen2.5-7b'" in line
+
+
+REWARDS = '''
+def raising(prompts, completions, **columns):
+    return [1.0 / len(c) for c in completions]  # an empty completion divides by zero
+
+
+def short(prompts, completions, **columns):
+    return [1.0]
+
+
+def fine(prompts, completions, answer, **columns):
+    return [float(c.strip() == a) for c, a in zip(completions, answer)]
+'''
+
+
+def reward_matrix(folder, name: str) -> str:
+    (folder / "my_rewards.py").write_text(REWARDS)
+    return data_matrix(folder, GOOD * 3, reward=f"{{function: '{folder / 'my_rewards.py'}:{name}'}}")
+
+
+def test_plan_calls_each_reward_once_and_names_the_one_that_breaks(tmp_path):
+    res = runner.invoke(app, ["plan", reward_matrix(tmp_path, "raising")])
+    line = one_error_line(res.output)
+    assert res.exit_code == 2 and "reward.function" in line and "raised ZeroDivisionError" in line
+    assert "called by the plan" in line
+    res = runner.invoke(app, ["plan", reward_matrix(tmp_path, "short")])
+    assert res.exit_code == 2 and "returned 1 values for 4 completions" in one_error_line(res.output)
+    res = runner.invoke(app, ["plan", reward_matrix(tmp_path, "fine")])
+    assert res.exit_code == 0, res.output

@@ -74,7 +74,7 @@ def _matrix(folder: Path) -> Path:
     spec = {"name": "plugins", "models": [TINY_FAST], "tasks": ["geo", "math", "logic"], "seeds": [0],
             "tricks": ["baseline"], "base": {**BASE, "reward": {"functions": geo_rewards}},
             "task_base": {"math": {"reward": {"functions": [{"function": f"{FILE}:nan_reward"}]}},
-                          "logic": {"reward": {"functions": [{"function": f"{FILE}:one_short"}]}}}}
+                          "logic": {"reward": {"functions": [{"function": f"{FILE}:one_short_in_big_batches"}]}}}}
     path = folder / "plugins.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -100,7 +100,7 @@ def test_plugin_sweep_trains_stops_on_nan_and_goes_on(geo_installed, tmp_path):
     assert [e["kind"] for e in events] == ["nan"]
 
     assert runs["logic"].error.splitlines()[0] == ("RewardFunctionError: reward.functions[0] "
-                                                   f"({FILE}:one_short) returned 15 values for 16 completions")
+                                                   f"({FILE}:one_short_in_big_batches) returned 15 values for 16 completions")
     session.close()
 
 

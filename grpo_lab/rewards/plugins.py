@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable
 
 COLUMNS = ("answer", "solution", "task", "uid", "difficulty")
@@ -34,6 +35,22 @@ class RewardFunction:
     weight: float
     role: str  # main | shape
     fn: Callable[..., Any]
+
+
+def configured(reward_cfg) -> list[RewardFunction]:
+    """The config's reward functions (spec.sections.RewardConfig), loaded once per process; the
+    task's own score (`task` in reward.functions) has fn None."""
+    return _loaded(tuple((f.function, f.weight, f.label, f.role) for f in reward_cfg.plugin_functions()),
+                   "reward.function" if reward_cfg.function else "reward.functions")
+
+
+@lru_cache(maxsize=32)
+def _loaded(specs: tuple, key: str) -> list[RewardFunction]:
+    from grpo_lab.spec.sources import TASK_REWARD
+
+    return [RewardFunction(key if key == "reward.function" else f"{key}[{i}]", label, path, w,
+                           role, None if path == TASK_REWARD else load_function(path))
+            for i, (path, w, label, role) in enumerate(specs)]
 
 
 def load_function(path: str) -> Callable[..., Any]:
@@ -77,6 +94,17 @@ def required_columns(fn: Callable[..., Any]) -> list[str]:
         return []
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     return [p.name for p in params if p.kind in kinds and p.default is p.empty]
+
+
+def batch_columns(rows: list) -> tuple[list[str], dict[str, list]]:
+    """(prompts, columns) for one completion per row (a tasks.base.Problem): the built-in COLUMNS,
+    then every field a data row carries under its own name (None on rows without it)."""
+    columns = {"answer": [p.target for p in rows], "solution": [p.solution for p in rows],
+               "task": [p.task for p in rows], "uid": [p.uid for p in rows],
+               "difficulty": [p.difficulty for p in rows]}
+    for name in dict.fromkeys(k for p in rows for k in p.columns):
+        columns.setdefault(name, [p.columns.get(name) for p in rows])
+    return [p.prompt for p in rows], columns
 
 
 def call(rf: RewardFunction, prompts: list[str], completions: list[str], columns: dict[str, list]) -> list[float]:

@@ -133,24 +133,47 @@ def make_plan(spec: MatrixSpec, hardware: str | None = None, name: str = "matrix
 
 
 def check_data(plan: Plan) -> None:
-    """Read every data file the plan's runs name, as each run's setup will: a bad row fails the
-    plan (ConfigError naming file, row and field) before anything is registered or trained, not
-    each run minutes into its setup."""
+    """Read every data file the plan's runs name, as each run's setup will, and call each reward
+    function once on its task's sample problems: a bad row, or a reward that raises, returns the
+    wrong length or a non-number, fails the plan (ConfigError naming file, row, field or function)
+    before anything is registered or trained, not each run minutes into its setup."""
+    from grpo_lab.rewards import plugins
     from grpo_lab.spec.model_cards import load_card
     from grpo_lab.tasks import make_task, task_options
 
     read = set()
     for cfg in {id(c.shared): c.shared for c in plan.cells}.values():
-        if cfg.data_path is None and cfg.data is None:
+        functions = [f for f in plugins.configured(cfg.reward) if f.fn is not None]
+        if cfg.data_path is None and cfg.data is None and not functions:
             continue
         register = cfg.prompt_register or load_card(cfg.model).prompt_register
         for name in cfg.tasks:
             options = task_options(cfg, name)
-            key = json.dumps([name, register, options], sort_keys=True, default=str)
+            key = json.dumps([name, register, options, [f.path for f in functions]], sort_keys=True, default=str)
             if key in read:
                 continue
             read.add(key)
             try:
-                make_task(name, register=register, **options)
+                task = make_task(name, register=register, **options)
             except (ValueError, OSError) as exc:  # DataError, a task's own check of its rows, a read
                 raise ConfigError(str(exc)) from exc
+            call_once(functions, task, cfg.difficulty)
+
+
+SAMPLE_PROBLEMS = 2  # training problems each reward function is called on at plan time
+
+
+def call_once(functions: list, task, difficulty) -> None:
+    """Call each reward function on SAMPLE_PROBLEMS of the task's training problems, once with
+    each problem's own solution and once with an empty completion, as a run's first step would."""
+    from grpo_lab.rewards import plugins
+
+    rows = task.problems("train", SAMPLE_PROBLEMS, seed=0, difficulty=difficulty)
+    prompts, columns = plugins.batch_columns(rows + rows)
+    completions = [p.solution for p in rows] + [""] * len(rows)
+    for f in functions:
+        try:
+            plugins.call(f, prompts, completions, columns)
+        except plugins.RewardFunctionError as exc:
+            raise ConfigError(f"{exc} (called by the plan on {len(completions)} completions of task "
+                              f"{task.name!r}: each sample problem's solution and an empty one)") from exc

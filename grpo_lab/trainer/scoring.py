@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import torch
 
 from grpo_lab.rewards import plugins
 from grpo_lab.rewards.shaping import length_shaping
 from grpo_lab.rollout.base import Rollout
-from grpo_lab.spec.sources import TASK_REWARD
 from grpo_lab.tasks.base import Score
 from grpo_lab.trainer.batch import code_token_mask
 
@@ -46,7 +44,7 @@ def score_rollout(tasks: dict, problems: list, rollout: Rollout, codec, cfg, pro
     fmt = torch.tensor([s.format_ok for s in scores]).view(N, G)
     terms = shape_terms(cfg, texts, rollout.completion_ids, fmt, progress)
     components: list = [{} for _ in range(N)]
-    functions = reward_functions(cfg.reward)
+    functions = plugins.configured(cfg.reward)
     if functions:
         raw, plugin_shapes, components = function_rewards(functions, problems, rollout, texts, raw)
         terms.update(plugin_shapes)
@@ -98,31 +96,12 @@ def check_task_rewards(tasks: dict, problems: list, rollout: Rollout, scores: li
                              "(grpo_lab/tasks/base.py)")
 
 
-def reward_functions(reward_cfg) -> list[plugins.RewardFunction]:
-    """The config's reward functions, loaded once per process."""
-    return _loaded(tuple((f.function, f.weight, f.label, f.role) for f in reward_cfg.plugin_functions()),
-                   "reward.function" if reward_cfg.function else "reward.functions")
-
-
-@lru_cache(maxsize=32)
-def _loaded(specs: tuple, key: str) -> list[plugins.RewardFunction]:
-    return [plugins.RewardFunction(key if key == "reward.function" else f"{key}[{i}]", label, path, w,
-                                   role, None if path == TASK_REWARD else plugins.load_function(path))
-            for i, (path, w, label, role) in enumerate(specs)]
-
-
 def function_rewards(functions, problems: list, rollout: Rollout, texts: list[str],
                      task_raw: torch.Tensor) -> tuple[torch.Tensor, dict, list]:
     """(main reward [N, G], shape terms, per-group components) from the reward functions: main
     functions' weighted values summed (replacing the task's score unless `task` is listed)."""
     N, G = task_raw.shape
-    rows = [problems[g] for g in rollout.group]
-    prompts = [p.prompt for p in rows]
-    columns = {"answer": [p.target for p in rows], "solution": [p.solution for p in rows],
-               "task": [p.task for p in rows], "uid": [p.uid for p in rows],
-               "difficulty": [p.difficulty for p in rows]}
-    for name in dict.fromkeys(k for p in rows for k in p.columns):  # a data row's own fields
-        columns.setdefault(name, [p.columns.get(name) for p in rows])
+    prompts, columns = plugins.batch_columns([problems[g] for g in rollout.group])
     main = torch.zeros(N, G) if any(f.role == "main" for f in functions) else task_raw
     shapes: dict[str, torch.Tensor] = {}
     components: list = [{} for _ in range(N)]
