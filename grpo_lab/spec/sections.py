@@ -157,12 +157,14 @@ class LossConfig(Strict):
     aggregation: Literal["token_mean", "seq_mean", "token_sum_norm"] = Field(
         "token_mean", description="per-token losses to a scalar: mean over tokens, mean of sequence means, "
                                   "or sum over a constant (Dr. GRPO)")
-    weighting: Literal["token", "sequence", "cispo", "gmpo", "clip_cov", "kl_cov"] = Field(
+    weighting: Literal["token", "sequence", "cispo", "gmpo", "clip_cov", "kl_cov", "sapo"] = Field(
         "token", description="the importance-weighted surrogate: PPO's per-token ratio, one ratio per sequence "
                              "(GSPO), REINFORCE with clipped stop-gradient ratios (CISPO), the geometric mean "
-                             "of clipped token ratios (GMPO), PPO with high-covariance tokens cut (Clip-Cov) or "
-                             "the unclipped ratio with a |log-ratio| penalty on them (KL-Cov); the clip range is "
-                             "clip_low/clip_high throughout")
+                             "of clipped token ratios (GMPO), PPO with high-covariance tokens cut (Clip-Cov), "
+                             "the unclipped ratio with a |log-ratio| penalty on them (KL-Cov), or a sigmoid gate "
+                             "on the ratio (SAPO); the clip range is clip_low/clip_high throughout")
+    sapo_tau_pos: float = Field(1.0, gt=0, description="sapo: gate temperature for positive advantages")
+    sapo_tau_neg: float = Field(1.05, gt=0, description="sapo: gate temperature for negative and zero advantages")
     cov_frac: float = Field(
         2e-4, gt=0, le=1, description="clip_cov / kl_cov: fraction of trained tokens cut or penalised (at least one)")
     clip_cov_lb: float = Field(1.0, description="clip_cov: tokens are drawn from covariance in (clip_cov_lb, clip_cov_ub)")

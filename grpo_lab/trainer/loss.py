@@ -137,6 +137,23 @@ def gmpo_surrogate(
     return (-adv * ratio).expand_as(logp), d != d_clip
 
 
+def sapo_surrogate(
+    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, tau_pos: float = 1.0, tau_neg: float = 1.05,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """SAPO (Gao et al. 2025): L = -f(rho) * A, f(rho) = sigmoid(tau * (rho - 1)) * 4 / tau, rho = exp(logp - old_logp),
+    tau = tau_pos where A > 0, else tau_neg.
+
+    A smooth gate instead of PPO's hard clip: df/drho = 4 s (1 - s), s = sigmoid(tau (rho - 1)), is 1 at
+    rho = 1 (the policy gradient) and decays as the ratio leaves 1, faster for the larger tau; the
+    paper's tau_neg > tau_pos damps negative updates sooner. adv [B,1], logp/old_logp [B,T].
+    Returns (loss [B,T], gated [B,T]: tokens whose gradient weight 4 s (1 - s) fell below 1/2).
+    """
+    ratio = torch.exp(logp - old_logp)
+    tau = torch.where(adv > 0, torch.full_like(adv, tau_pos), torch.full_like(adv, tau_neg))
+    s = torch.sigmoid(tau * (ratio - 1))
+    return -s * (4 / tau) * adv, (4 * s * (1 - s)).detach() < 0.5
+
+
 def _cov(logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Per-token centred product (A - mean A)(logp - mean logp), means over the trained tokens
     (token-weighted, as in verl): the term whose batch sum drives the entropy change (Cui et al.).
@@ -202,6 +219,7 @@ WEIGHTINGS = {  # loss.weighting -> (logp, old_logp, adv [B,1], mask, LossConfig
     "clip_cov": lambda lp, old, a, mask, c: clip_cov_surrogate(
         lp, old, a, mask, c.clip_low, c.clip_high, c.cov_frac, c.clip_cov_lb, c.clip_cov_ub),
     "kl_cov": lambda lp, old, a, mask, c: kl_cov_surrogate(lp, old, a, mask, c.cov_frac, c.kl_cov_coef),
+    "sapo": lambda lp, old, a, mask, c: sapo_surrogate(lp, old, a, c.sapo_tau_pos, c.sapo_tau_neg),
 }
 
 

@@ -11,6 +11,7 @@ from grpo_lab.trainer.loss import (
     gmpo_surrogate,
     kl_estimate,
     policy_loss,
+    sapo_surrogate,
     top_entropy_mask,
 )
 
@@ -121,14 +122,35 @@ def test_gmpo_is_the_geometric_mean_of_sign_aware_clipped_ratios():
     assert torch.allclose(logp.grad, expected, atol=1e-6)
 
 
-def test_gmpo_and_cispo_at_ratio_one_are_the_policy_gradient():
+def test_gmpo_cispo_and_sapo_at_ratio_one_are_the_policy_gradient():
     logp = torch.tensor([[-1.0, -2.0], [-0.5, -0.7]], requires_grad=True)
     mask, adv = torch.ones(2, 2), torch.tensor([[2.0], [-1.0]])
     for surrogate in (lambda: cispo_surrogate(logp, logp.detach(), adv)[0],
-                      lambda: gmpo_surrogate(logp, logp.detach(), adv, mask)[0]):
+                      lambda: gmpo_surrogate(logp, logp.detach(), adv, mask)[0],
+                      lambda: sapo_surrogate(logp, logp.detach(), adv)[0]):
         logp.grad = None
         aggregate(surrogate(), mask, "seq_mean").backward()
         assert torch.allclose(logp.grad, -adv.expand(2, 2) / 4), logp.grad  # -A / (n * B)
+
+
+def test_sapo_is_a_sigmoid_gate_on_the_ratio_with_a_temperature_per_advantage_sign():
+    old = torch.zeros(2, 3)
+    ratios = [[1.5, 0.5, 4.0], [1.2, 1.0, 0.7]]
+    logp = torch.log(torch.tensor(ratios)).requires_grad_()
+    adv = torch.tensor([[1.0], [-2.0]])  # tau_pos = 1 for the first row, tau_neg = 1.05 for the second
+    loss, gated = sapo_surrogate(logp, old, adv, tau_pos=1.0, tau_neg=1.05)
+    sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    for i, (a, tau) in enumerate([(1.0, 1.0), (-2.0, 1.05)]):
+        for j, r in enumerate(ratios[i]):
+            s = sig(tau * (r - 1))
+            assert loss[i, j].item() == pytest.approx(-s * 4 / tau * a, rel=1e-6)
+    loss.sum().backward()
+    # dL/dlogp = -A * 4 s (1 - s) * rho: the policy gradient -A at rho = 1, damped away from it
+    expected = [[-a * 4 * sig(tau * (r - 1)) * (1 - sig(tau * (r - 1))) * r for r in row]
+                for row, (a, tau) in zip(ratios, [(1.0, 1.0), (-2.0, 1.05)])]
+    assert torch.allclose(logp.grad, torch.tensor(expected), rtol=1e-6)
+    assert logp.grad[1, 1].item() == pytest.approx(2.0)
+    assert gated.tolist() == [[False, False, True], [False, False, False]]  # 4 s (1 - s) = 0.18 at rho 4
 
 
 def test_top_entropy_mask_keeps_the_top_fraction_of_trained_tokens():

@@ -32,17 +32,21 @@ class Accelerator:
         return x
 
 
+TRAINER_ARGS = ("sapo_temperature_pos", "sapo_temperature_neg")  # what TRL reads from self.args, not self
+
+
 def trl_loss(logp, old, adv, mask, entropy, **args):
     """TRL's loss (and d loss / d logp) for these tensors under GRPOConfig-named `args`."""
     logp = logp.clone().requires_grad_()
+    config = {k: args.pop(k) for k in TRAINER_ARGS if k in args}
     trainer = SimpleNamespace(
         accelerator=Accelerator(), model=SimpleNamespace(training=True), beta=0.0, use_vllm=False,
-        off_policy_mask_threshold=None, aux_loss_enabled=False, _entropy_bonus_enabled=False,
+        aux_loss_enabled=False, _entropy_bonus_enabled=False,
         current_gradient_accumulation_steps=1, max_completion_length=T, _metrics=defaultdict(lambda: defaultdict(list)),
-        args=SimpleNamespace(delta=None, use_bias_correction_kl=False, steps_per_generation=1),
+        args=SimpleNamespace(delta=None, use_bias_correction_kl=False, steps_per_generation=1, **config),
         _get_per_token_logps_and_entropies=lambda *a, **k: (logp, entropy, None),
         **{"top_entropy_quantile": 1.0, "importance_sampling_level": "token", "epsilon_low": 0.2,
-           "epsilon_high": 0.2, **args})
+           "epsilon_high": 0.2, "off_policy_mask_threshold": None, **args})
     trainer.get_high_entropy_mask = lambda e, m, q: grpo_trainer.GRPOTrainer.get_high_entropy_mask(trainer, e, m, q)
     inputs = {"prompt_ids": torch.zeros(B, 1, dtype=torch.long), "prompt_mask": torch.ones(B, 1),
               "completion_ids": torch.zeros(B, T, dtype=torch.long), "completion_mask": mask,
@@ -81,6 +85,10 @@ CASES = {  # grpo-lab LossConfig <-> TRL GRPOConfig
     "top_entropy": ({"top_entropy_frac": 0.2}, {"loss_type": "dapo", "top_entropy_quantile": 0.2}),
     "top_entropy_seq_mean": ({"top_entropy_frac": 0.5, "aggregation": "seq_mean"},
                              {"loss_type": "grpo", "top_entropy_quantile": 0.5}),
+    # TRL builds its temperatures with torch.where on Python floats, in float32: 1.05 would become
+    # 1.0499999523 (a 1e-8 difference); 1.25 is exact in float32.
+    "sapo": ({"weighting": "sapo", "sapo_tau_pos": 1.0, "sapo_tau_neg": 1.25, "aggregation": "seq_mean"},
+             {"loss_type": "sapo", "sapo_temperature_pos": 1.0, "sapo_temperature_neg": 1.25}),
 }
 
 
