@@ -28,6 +28,9 @@ def run(
     out: Optional[Path] = typer.Option(None, help="output folder (default runs/<run id>); resumes if it holds a checkpoint"),
 ) -> None:
     """Train one GRPO run; writes metrics.jsonl and summary.json."""
+    from rich.markup import escape
+
+    from grpo_lab.analysis.run_diagnosis import diagnose_run
     from grpo_lab.execution.driver import check_runnable
     from grpo_lab.spec.arm import arm_label
     from grpo_lab.spec.config import load_config
@@ -57,6 +60,8 @@ def run(
 
         summary = train(cfg, out, on_step=on_step)
     show_summary(console, summary)
+    if why := diagnose_run(out):
+        console.print(f"[yellow]{escape(why.line())}[/]")
 
 
 @app.command()
@@ -66,9 +71,10 @@ def tricks(as_json: bool = typer.Option(False, "--json", help="print the catalog
 
     catalog = load_catalog()
     if as_json:
-        console.print_json(json.dumps({n: t.model_dump() for n, t in catalog.items()}))
+        console.print_json(json.dumps({n: {**t.model_dump(), "runs_on": runs_on(t)} for n, t in catalog.items()}))
         return
-    table = Table(title="trick catalog (dim lines: the same switch in TRL, verl, OpenRLHF)")
+    table = Table(title="trick catalog (dim lines: the same switch in TRL, verl, OpenRLHF; the trainers "
+                        "that run it, `trainer:` in a run config)")
     for col in ("name", "dimension", "description", "source"):
         table.add_column(col, overflow="fold")
     for t in catalog.values():
@@ -82,7 +88,14 @@ def trick_text(trick) -> Text:
     if trick.equivalents is not None:
         for label, key in (("TRL", "trl"), ("verl", "verl"), ("OpenRLHF", "openrlhf")):
             text.append(f"\n{label}: {getattr(trick.equivalents, key)}", style="dim")
+    text.append(f"\nruns on: {', '.join(runs_on(trick))}", style="dim")
     return text
+
+
+def runs_on(trick) -> list[str]:
+    """The trainers (`trainer:` values) that run a trick: TRL only where its switch is declared."""
+    mapped = trick.equivalents is not None and trick.equivalents.trl_keys is not None
+    return ["grpo-lab", "trl"] if mapped else ["grpo-lab"]
 
 
 @app.command("config")

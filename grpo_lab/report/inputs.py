@@ -41,6 +41,7 @@ RUNS_SCHEMA: dict[str, Any] = {
     "cost_per_effective_sample": _F, "effective_samples": _F, "sampling_share": _F,
     "base_pass@1": _F,  # the eval before training (summary.json "base")
     "planned_hours": _F,  # the plan's estimate when the cell was registered
+    "diagnosis": _S,  # why the run taught nothing (analysis/run_diagnosis.py), None when it learnt
 }
 STEPS_SCHEMA: dict[str, Any] = {
     "run_id": _S, "step": _I, "reward/mean": _F, "eval/pass@1": _F, "length/mean": _F,
@@ -239,7 +240,8 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
         pl.col("run_id").replace_strict({c.run_id: c.run.status for c in cells}).alias("status"),
         pl.col("run_id").replace_strict(base, default=None, return_dtype=pl.Float64).alias("base_pass@1"),
         pl.col("run_id").replace_strict({c.run_id: c.estimate_gpu_hours for c in cells}, default=None,
-                                        return_dtype=pl.Float64).alias("planned_hours"))
+                                        return_dtype=pl.Float64).alias("planned_hours"),
+        pl.col("run_id").replace_strict(_diagnoses(dirs), default=None, return_dtype=pl.String).alias("diagnosis"))
     effective = float(runs["effective_samples"].fill_null(0).sum())
     matrix = repo_path(sweep.matrix_path)
     session = object_session(sweep)
@@ -254,6 +256,12 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
         meta={"sweep": sweep.name, "matrix": matrix, "partial": _partial(sweep, cells), "metric": metric, "created": sweep.created_at.isoformat(),
               "commands": reproduce_commands(sweep, matrix, metric, logit, decisions)},
     )
+
+
+def _diagnoses(dirs: dict[str, Path]) -> dict[str, str | None]:
+    from grpo_lab.analysis.run_diagnosis import diagnose_run
+
+    return {run_id: (why.line() if (why := diagnose_run(folder)) else None) for run_id, folder in dirs.items()}
 
 
 # --- how to reproduce it ---

@@ -75,9 +75,30 @@ def decide_command(commands: list[str], budget: str) -> str | None:
     return shlex.join(words)
 
 
+def stalled(runs: pl.DataFrame) -> list[Block]:
+    """A paragraph per (model, task) in which no run learnt (every run has a diagnosis,
+    analysis/run_diagnosis.py): its arms' verdicts compare runs that all stood still."""
+    if "diagnosis" not in runs.columns:
+        return []
+    blocks: list[Block] = []
+    for (model, task), part in runs.partition_by("model", "task", as_dict=True, maintain_order=True).items():
+        said = part["diagnosis"].drop_nulls().to_list()
+        if said and len(said) == part.height:
+            blocks.append(Paragraph(f"No run of {model} / {task} learnt ({len(said)} runs); the first says it "
+                                    f"{said[0]}"))
+    return blocks
+
+
 def recommendation(verdicts: pl.DataFrame, meta: dict[str, Any], costs: dict[str, Any], unit: str,
-                   policy: VerdictPolicy) -> list[Block]:
-    """The box's blocks: adopt / drop / no change / undecided, and the command that would decide."""
+                   policy: VerdictPolicy, runs: pl.DataFrame | None = None) -> list[Block]:
+    """The box's blocks: adopt / drop / no change / undecided, and the command that would decide;
+    first, the model-task cells where no run learnt at all."""
+    first = stalled(runs) if runs is not None else []
+    return first + _advice(verdicts, meta, costs, unit, policy)
+
+
+def _advice(verdicts: pl.DataFrame, meta: dict[str, Any], costs: dict[str, Any], unit: str,
+            policy: VerdictPolicy) -> list[Block]:
     if verdicts.is_empty():
         return [Paragraph("Nothing to recommend yet: no trick set has runs to compare with its baseline.")]
     rows, tasks = verdicts.to_dicts(), verdicts["task"].n_unique()

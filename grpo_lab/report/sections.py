@@ -296,7 +296,7 @@ def build_document(p: Parts) -> Document:
     unit = hours_unit(p.data.hours_unit)
     title = f"GRPO trick report — {_meta(p.data, 'sweep', 'name')}"
     sections = [
-        Section("recommend", "Recommendation", recommendation(p.verdicts, p.data.meta, p.data.costs, unit, p.policy)),
+        Section("recommend", "Recommendation", recommendation(p.verdicts, p.data.meta, p.data.costs, unit, p.policy, p.data.runs)),
         Section("glance", "At a glance", _glance(p)),
         Section("verdicts", "Verdicts per trick set", _verdicts(p, unit)),
         Section("curves", "Reward and pass@1 curves", _curves(p)),

@@ -41,3 +41,8 @@ def one_argument(completions, **columns):
 def by_gold(prompts, completions, gold_text, **columns):
     """Reads a data file's own field: 1.0 when the completion repeats it."""
     return [float(c.strip() == str(g)) for c, g in zip(completions, gold_text)]
+
+
+def zero(prompts, completions, **columns):
+    """Never rewards anything: GRPO has no signal."""
+    return [0.0] * len(completions)

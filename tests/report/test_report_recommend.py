@@ -64,3 +64,14 @@ def test_a_decide_sweep_keeps_its_options_and_is_not_priced_by_the_fixed_design(
     blocks = recommendation(pl.DataFrame([row("a", "undecided", p_holm=None)]), {"commands": [cmd]},
                             {"total": 4.0}, "core-h", VerdictPolicy())
     assert "more seeds" not in texts(blocks)[3] and "B: the core-h it may spend in all, more than the 4 spent" in texts(blocks)[4]
+
+
+def test_a_cell_where_no_run_learnt_opens_the_box_with_why():
+    why = "taught nothing: 100% of groups scored the same on every sample; start easier"
+    runs = pl.DataFrame({"model": ["tiny"] * 4, "task": ["mine", "mine", "math", "math"],
+                         "diagnosis": [why, why, why, None]})
+    got = texts(recommendation(pl.DataFrame([row("a", "undecided", task="mine")]), {}, {}, "core-h",
+                               VerdictPolicy(), runs))
+    assert got[0] == f"No run of tiny / mine learnt (2 runs); the first says it {why}"
+    assert not any("tiny / math" in t for t in got)  # one of its runs learnt
+    assert got[1].startswith("Adopt: none")
