@@ -69,6 +69,9 @@ class RunConfig(Strict):
         "(rg:<dataset>, math-verify) are isolated; unsafe-local is for trusted models only")
     checkpoint_every: int = Field(25, ge=1, description="steps between checkpoints (a run resumes from the last)")
     tricks: list[str] = Field([], description="catalog tricks applied over this config, in order (`grpo-lab tricks`)")
+    trainer: Literal["grpo-lab", "trl"] = Field(
+        "grpo-lab", description="who trains the run: grpo-lab's GRPO loop, or TRL's GRPOTrainer (trl==1.16, "
+                                "spec/trl_map.py); a trick or setting TRL cannot express is refused at plan time")
     sampling: SamplingConfig = Field(SamplingConfig(), description="rollouts per step")
     advantage: AdvantageConfig = Field(AdvantageConfig(), description="rewards to advantages")
     reward: RewardConfig = Field(RewardConfig(), description="reward, shaping and masks")
@@ -104,6 +107,13 @@ class RunConfig(Strict):
             raise ValueError("give data or data_path, not both")
         if self.backend.name == "deepspeed" and self.dtype == "float16":
             raise ValueError("backend deepspeed trains in float32 or bfloat16 (float16 loss scaling is untested here)")
+        if self.trainer == "trl":
+            from grpo_lab.spec.trl_map import trl_refusals
+
+            problems = trl_refusals(self)
+            if problems:  # one line: the first reason, and how many more there are
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                raise ValueError(f"trainer trl: {problems[0]}{more}")
         return self
 
     @property
@@ -150,7 +160,7 @@ def plugin_identity(cfg: RunConfig) -> dict:
 
 # Settings added after runs were recorded, dropped from the dump at their defaults so those runs
 # keep their ids.
-_LATER_DEFAULTS = {"sandbox": "bwrap", "data": None}
+_LATER_DEFAULTS = {"sandbox": "bwrap", "data": None, "trainer": "grpo-lab"}
 _LATER_SECTION_DEFAULTS = {
     "reward": {"function": None, "functions": [], "verifier": "extract", "scoring": "strict"},
     "loss": {"top_entropy_frac": 1.0, "cov_frac": 2e-4, "clip_cov_lb": 1.0, "clip_cov_ub": 5.0, "kl_cov_coef": 1.0},

@@ -11,7 +11,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from grpo_lab.util.dicts import deep_merge
 from grpo_lab.util.paths import find_all, search_path
@@ -37,9 +38,55 @@ class Equivalents(BaseModel):
     """The same trick in the trainers a team ships: the config key and value, or "none"."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    trl: str = Field(description="TRL's GRPOConfig (1.16)")
+    trl: str = Field(description="TRL's GRPOConfig (1.16): 'key=value, ...', or 'none' (a reason may follow)")
     verl: str = Field(description="verl's ppo_trainer config (dotted Hydra keys)")
     openrlhf: str = Field(description="OpenRLHF's train_ppo_ray flags")
+    _trl_keys: dict[str, Any] | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _parse_trl(self) -> "Equivalents":
+        self._trl_keys = parse_switches(self.trl)  # read once, here: the TRL executor and `tricks` use it
+        return self
+
+    @property
+    def trl_keys(self) -> dict[str, Any] | None:
+        """The TRL switch as typed GRPOConfig keyword arguments; None where TRL has no faithful one."""
+        return None if self._trl_keys is None else dict(self._trl_keys)
+
+
+def parse_switches(text: str) -> dict[str, Any] | None:
+    """'loss_type=dr_grpo, epsilon=3e-4, lr_scheduler_kwargs={min_lr_rate: 0.1}' -> typed values
+    (int, float, bool, str, mapping); 'none' or 'none (why)' -> None. Commas inside braces or
+    brackets do not split. A malformed entry is a ValueError naming it (the catalog's line)."""
+    if text.strip().split(" ", 1)[0].lower() == "none":
+        return None
+    keys: dict[str, Any] = {}
+    for item in _split_top(text):
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise ValueError(f"TRL switch {item.strip()!r}: expected key=value (e.g. loss_type=grpo), or none")
+        keys[key.strip()] = _scalar(raw.strip())
+    return keys
+
+
+def _split_top(text: str) -> list[str]:
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch in "{[") - (ch in "}]")
+        if ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    return [s for s in items + [text[start:]] if s.strip()]
+
+
+def _scalar(raw: str) -> Any:
+    """YAML's reading of a value, except that 3e-4 is a float (YAML 1.1 reads it as a string)."""
+    for number in (int, float):
+        try:
+            return number(raw)
+        except ValueError:
+            pass
+    return yaml.safe_load(raw)
 
 
 class Trick(BaseModel):

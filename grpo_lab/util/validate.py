@@ -47,6 +47,8 @@ def explain(exc: ValidationError, model: type[BaseModel], source: str, lines: di
         where = "--set" if loc and _given(overrides or {}, loc) else where_in(source, lines, at + loc)
         if err["type"] == "extra_forbidden":
             msgs.append(f"{where}: unknown key '{field}'{suggest(loc[-1], known_keys(model, loc))}")
+        elif not loc:  # a check across fields: its input is the whole config, no help to a reader
+            msgs.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
         else:
             msg = err["msg"].removeprefix("Value error, ")
             msgs.append(f"{where}: field '{field}': {msg} (got {err.get('input')!r})")

@@ -52,7 +52,7 @@ def test_set_override_errors_name_set_not_a_file_line(tmp_path):
 
 
 # Settings added after runs were recorded: at their defaults they are not part of a run's identity.
-LATER_SETTINGS = {"sandbox": True, "data": True, "reward": {"function", "functions", "verifier", "scoring"},
+LATER_SETTINGS = {"sandbox": True, "data": True, "trainer": True, "reward": {"function", "functions", "verifier", "scoring"},
                   "loss": {"top_entropy_frac", "cov_frac", "clip_cov_lb", "clip_cov_ub", "kl_cov_coef"},
                   "vllm": {"tis_mode"}, "curriculum": {"retire_at"}}
 

@@ -21,6 +21,7 @@ from grpo_lab.trainer.advantages import NORMALIZERS
 from grpo_lab.trainer.importance import IS_MODES
 from grpo_lab.trainer.backend import BACKENDS
 from grpo_lab.trainer.curriculum import MODES
+from grpo_lab.trainer.executors import EXECUTORS
 from grpo_lab.trainer.loss import AGGREGATIONS, KL_ESTIMATORS, WEIGHTINGS
 from grpo_lab.trainer.reference import UPDATES
 from grpo_lab.trainer.schedules import KL_SCHEDULES, LR_SCHEDULES, WARMUPS
@@ -64,6 +65,7 @@ REGISTRIES = {
     (C.TrainBackendConfig, "name"): BACKENDS,
     (C.CurriculumConfig, "mode"): MODES,
     (C.RunConfig, "engine"): ENGINES,
+    (C.RunConfig, "trainer"): EXECUTORS,
     (C.RunConfig, "sandbox"): ISOLATIONS,
     (C.RunConfig, "prompt_register"): REGISTERS,
     (DataConfig, "format"): DATA_FORMATS,

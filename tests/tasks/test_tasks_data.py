@@ -25,6 +25,11 @@ def _write(folder, fmt, rows=ROWS):
     elif fmt == "csv":
         path = folder / "d.csv"
         pl.DataFrame(rows).write_csv(path)
+    elif _has_datasets():  # the reader then loads with datasets, which wants its own metadata too
+        import datasets
+
+        path = folder / "hf"
+        datasets.Dataset.from_list(rows).save_to_disk(str(path))
     else:  # the layout datasets.Dataset.save_to_disk writes: Arrow stream files beside its metadata
         path = folder / "hf"
         path.mkdir()
@@ -33,6 +38,13 @@ def _write(folder, fmt, rows=ROWS):
             w.write_table(table)
         (path / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}))
     return str(path)
+
+
+def _has_datasets() -> bool:
+    """`datasets` is installed (the dev extra brings it with trl), so hf_disk folders are read by it."""
+    import importlib.util
+
+    return importlib.util.find_spec("datasets") is not None
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet", "csv", "hf_disk"])

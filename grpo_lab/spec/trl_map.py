@@ -1,0 +1,186 @@
+"""A run config as TRL's GRPOConfig keys (trainer: trl), or the reasons it cannot be one.
+
+Planning refuses a `trainer: trl` run whose settings TRL cannot express (RunConfig's validator
+calls `trl_refusals`), and the TRL executor (trainer/trl_executor.py) builds its GRPOConfig from
+`grpo_config_keys`; both read the same table, so what plans is what runs. Nothing here imports
+TRL: planning stays fast and works without it installed.
+
+Where the keys come from, in order (later wins):
+  1. FIXED: what grpo-lab's trainer always does (constant LR, no top-k, the dataset in order);
+  2. RULES: the run's own settings, one rule per config key, each naming the GRPOConfig keys of a
+     value or None where TRL has no faithful equivalent (tests/spec/test_trl_map.py checks them);
+  3. the applied tricks' declared switches (experiments/tricks.yaml `equivalents.trl`, read by
+     spec/tricks.py): a trick's own settings are not mapped again by the rules, since its switch
+     says what it is in TRL (gspo's inner updates are TRL's steps_per_generation, not num_iterations).
+A setting that no rule maps, no trick explains and NEUTRAL does not list is refused by name: a
+run never silently trains something other than its config says.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Callable
+
+from grpo_lab.util.dicts import flatten
+
+# Keys the executor honours itself or that do not change what is trained: the model and its data,
+# bookkeeping (checkpoints, evals made by grpo-lab's evaluator), task grading (the executor scores
+# with the task grpo-lab builds from the same config), and the trainer choice itself.
+NEUTRAL = ("model", "task", "prompt_register", "difficulty", "levels", "data_path", "data", "device", "sandbox",
+           "checkpoint_every", "tricks", "trainer", "steps", "sampling.prompts_per_step", "eval.", "vllm.",
+           "reward.verifier", "reward.scoring", "optim.micro_batch", "alarms.")
+# alarms: the TRL executor runs no detectors; stop_on is the one alarm key that changes a run
+REFUSED_EVEN_IF_NEUTRAL = ("alarms.stop_on",)
+
+FIXED: dict[str, Any] = {
+    "top_k": 0,  # grpo-lab samples the whole distribution (top_p only); TRL's generation default is 50
+    "shuffle_dataset": False,  # the executor feeds the problems grpo-lab's curriculum draws, in order
+    "scale_rewards": "group",  # grpo-lab's z-score advantages
+    "loss_type": "dapo",  # token_mean: per-token losses over every token of the batch
+    "lr_scheduler_type": "constant",
+    "warmup_steps": 0,
+}
+
+_AGGREGATION = {"token_mean": "dapo", "seq_mean": "grpo", "token_sum_norm": "dr_grpo"}
+_NORMALIZATION = {"zscore": "group", "batch_std": "batch", "mean_only": "none"}
+Rule = Callable[[Any], "dict[str, Any] | None"]
+
+
+def _only(value: Any, keys: dict[str, Any] | None = None) -> Rule:
+    """A setting TRL matches at one value only (the keys it needs there, none by default)."""
+    return lambda v: (keys or {}) if v == value else None
+
+
+RULES: dict[str, Rule] = {
+    "seed": lambda v: {"seed": v},
+    "dtype": _only("float32", {"bf16": False, "fp16": False}),
+    "engine": _only("torch"),  # vLLM through TRL (use_vllm) is not wired yet
+    "optim.lr": lambda v: {"learning_rate": v},
+    "optim.betas": lambda v: {"adam_beta1": v[0], "adam_beta2": v[1]},
+    "optim.weight_decay": lambda v: {"weight_decay": v},
+    "optim.grad_clip": lambda v: {"max_grad_norm": 0.0 if v is None else v},  # HF Trainer: 0 clips nothing
+    "optim.warmup_steps": _only(0),
+    "optim.schedule": _only("constant"),
+    "sampling.group_size": lambda v: {"num_generations": v},
+    "sampling.group_ladder": _only(None),
+    "sampling.temperature": lambda v: {"temperature": v},
+    "sampling.temperature_schedule": _only(None),
+    "sampling.top_p": lambda v: {"top_p": v},
+    "sampling.max_new_tokens": lambda v: {"max_completion_length": v},
+    "sampling.dynamic_sampling": _only(False),
+    "advantage.normalization": lambda v: {"scale_rewards": _NORMALIZATION[v]} if v in _NORMALIZATION else None,
+    "advantage.clip": _only(None),
+    "advantage.zero_group_floor": _only(0.0),
+    "reward.format": _only("none"),
+    "reward.length.kind": _only("none"),
+    "reward.mask_truncated": lambda v: {"mask_truncated_completions": v},
+    "reward.function": _only(None),
+    "reward.functions": _only([]),
+    "kl.beta": lambda v: {"beta": v},
+    "kl.schedule": _only("fixed"),
+    "kl.estimator": _only("k3"),  # TRL's per-token KL is k3
+    "kl.in_reward": _only(False),
+    "reference.mode": _only("frozen"),
+    "loss.clip_low": lambda v: {"epsilon": v},
+    "loss.clip_high": lambda v: {"epsilon_high": v},
+    "loss.dual_clip": lambda v: {"delta": v},
+    "loss.aggregation": lambda v: {"loss_type": _AGGREGATION[v]},
+    "loss.weighting": _only("token", {"importance_sampling_level": "token"}),
+    "loss.top_entropy_frac": lambda v: {"top_entropy_quantile": v},
+    "loss.entropy_coef": lambda v: {"entropy_coef": v},
+    "loss.inner_updates": lambda v: {"num_iterations": v},
+    "loss.mask": _only("prompt"),
+    "backend.name": _only("torch"),
+    # TRL's default is on (memory over time); grpo-lab keeps activations unless told (transformers 5's name)
+    "backend.gradient_checkpointing": lambda v: {"activation_checkpointing": v},
+    "curriculum.mode": _only("uniform"),  # the executor feeds the uniform curriculum's draws in order
+    "curriculum.retire_at": _only(None),
+}
+
+
+@lru_cache(maxsize=1)
+def _defaults() -> dict[str, Any]:
+    from grpo_lab.spec.config import RunConfig  # here: config.py's validator imports this module
+
+    return flatten(RunConfig().model_dump(mode="json"))
+
+
+def _trick_settings(names: list[str]) -> dict[str, tuple[str, Any]]:
+    """Config key -> (the last applied trick that sets it, its value)."""
+    from grpo_lab.spec.tricks import get_trick
+
+    out: dict[str, tuple[str, Any]] = {}
+    for name in names:
+        for key, value in flatten(get_trick(name).settings).items():
+            out[key] = (name, value)
+    return out
+
+
+def _json(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def trl_refusals(cfg) -> list[str]:
+    """One line per reason `cfg` (a RunConfig) cannot run on TRL: a trick without a TRL switch,
+    a setting no rule maps, a trick's setting overridden after it. [] when it can."""
+    from grpo_lab.spec.tricks import get_trick
+
+    out = []
+    for name in cfg.tricks:
+        if trl_switch(name) is None:
+            eq = get_trick(name).equivalents
+            out.append(f"trick '{name}' has no faithful TRL mapping (equivalents.trl: {eq.trl if eq else 'missing'}); "
+                       "run it with trainer: grpo-lab")
+    by_trick = _trick_settings(list(cfg.tricks))
+    defaults = _defaults()
+    for key, value in flatten(cfg.model_dump(mode="json")).items():
+        if key in by_trick:
+            trick, set_to = by_trick[key]
+            if _json(set_to) != value and trl_switch(trick) is not None:
+                out.append(f"setting {key}={value!r} overrides trick '{trick}' ({set_to!r}): its TRL switch "
+                           f"no longer describes the run")
+            continue
+        if key in RULES:
+            if RULES[key](value) is None:
+                out.append(f"setting {key}={value!r} has no TRL equivalent here")
+        elif value != defaults.get(key) and (key in REFUSED_EVEN_IF_NEUTRAL or not key.startswith(NEUTRAL)):
+            out.append(f"setting {key}={value!r} has no TRL mapping")
+    return out
+
+
+def trl_switch(name: str) -> dict[str, Any] | None:
+    """A catalog trick's TRL switch as GRPOConfig keys, None where it has none."""
+    from grpo_lab.spec.tricks import get_trick
+
+    eq = get_trick(name).equivalents
+    return None if eq is None else eq.trl_keys
+
+
+def grpo_config_keys(cfg) -> dict[str, Any]:
+    """GRPOConfig keyword arguments for `cfg` (a RunConfig that trl_refusals passes), with the batch
+    and step counts: one grpo-lab step = one generation batch of prompts_per_step x group_size
+    completions, trained on by num_iterations x steps_per_generation optimizer steps."""
+    problems = trl_refusals(cfg)
+    if problems:
+        raise ValueError(problems[0])
+    by_trick = _trick_settings(list(cfg.tricks))
+    keys = dict(FIXED)
+    for key, value in flatten(cfg.model_dump(mode="json")).items():
+        if key in RULES and key not in by_trick:
+            keys.update(RULES[key](value))
+    for name in cfg.tricks:
+        keys.update(trl_switch(name))
+    rows = cfg.sampling.prompts_per_step * keys["num_generations"]
+    per_generation = keys.get("steps_per_generation", 1)
+    if rows % per_generation:
+        raise ValueError(f"prompts_per_step x group_size ({rows}) does not split into steps_per_generation "
+                         f"({per_generation}) equal optimizer batches")
+    keys.update(per_device_train_batch_size=rows // per_generation, gradient_accumulation_steps=1,
+                steps_per_generation=per_generation,
+                max_steps=cfg.steps * updates_per_step(keys))
+    return keys
+
+
+def updates_per_step(keys: dict[str, Any]) -> int:
+    """TRL optimizer steps (its global steps) per grpo-lab step, for GRPOConfig keys."""
+    return keys.get("num_iterations", 1) * keys.get("steps_per_generation", 1)

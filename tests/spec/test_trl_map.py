@@ -1,0 +1,85 @@
+"""trainer: trl planning: each catalog trick's TRL switch lands in the GRPOConfig the executor builds,
+a trick or setting TRL cannot express is refused by name before any compute, and the field leaves
+the run ids of grpo-lab runs as they were."""
+
+import dataclasses
+
+import pytest
+
+from grpo_lab.spec.matrix import expand, parse_matrix
+from grpo_lab.spec.trl_map import grpo_config_keys, trl_refusals, updates_per_step
+from grpo_lab.spec.tricks import load_catalog, parse_switches
+from grpo_lab.util.yamlio import ConfigError
+from tests.conftest import TINY_FAST, tiny_cfg
+
+MAPPED = sorted(n for n, t in load_catalog().items() if t.equivalents and t.equivalents.trl_keys is not None)
+UNMAPPED = sorted(n for n in load_catalog() if n not in MAPPED)
+
+
+def test_switches_are_read_into_typed_values():
+    assert parse_switches("loss_type=dr_grpo, scale_rewards=none") == {"loss_type": "dr_grpo", "scale_rewards": "none"}
+    assert parse_switches("epsilon=3e-4, num_iterations=2, sync_ref_model=true") == {
+        "epsilon": 3e-4, "num_iterations": 2, "sync_ref_model": True}
+    assert parse_switches("lr_scheduler_kwargs={min_lr_rate: 0.1, x: 2}, warmup_steps=5") == {
+        "lr_scheduler_kwargs": {"min_lr_rate": 0.1, "x": 2}, "warmup_steps": 5}
+    assert parse_switches("none") is None and parse_switches("none (TRL's RLOOTrainer)") is None
+    with pytest.raises(ValueError, match="expected key=value"):
+        parse_switches("num_generations 16")
+
+
+@pytest.mark.parametrize("name", MAPPED)
+def test_a_mapped_tricks_switch_lands_in_the_grpo_config(name):
+    trl = pytest.importorskip("trl")
+    switch = load_catalog()[name].equivalents.trl_keys
+    cfg = tiny_cfg(trainer="trl", tricks=[name], sampling={"prompts_per_step": 4, "group_size": 4})
+    keys = grpo_config_keys(cfg)
+    assert {k: keys[k] for k in switch} == switch
+    fields = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
+    assert set(keys) <= fields, set(keys) - fields
+    args = trl.GRPOConfig(output_dir="/tmp/unused", use_cpu=True, report_to="none", **keys)
+    for key, value in switch.items():
+        assert getattr(args, key) == value, key
+    # one grpo-lab step is one generation batch, trained on by the switch's updates
+    assert args.generation_batch_size == cfg.sampling.prompts_per_step * keys["num_generations"]
+    assert args.max_steps == cfg.steps * updates_per_step(keys)
+
+
+def test_the_baseline_maps_onto_grpo_config_keys():
+    keys = grpo_config_keys(tiny_cfg(trainer="trl"))
+    assert keys["num_generations"] == 4 and keys["per_device_train_batch_size"] == 16
+    assert keys["loss_type"] == "dapo" and keys["scale_rewards"] == "group" and keys["beta"] == 0.01
+    assert keys["max_completion_length"] == 6 and keys["top_k"] == 0 and keys["max_steps"] == 4
+
+
+@pytest.mark.parametrize("name", UNMAPPED)
+def test_a_trick_without_a_trl_switch_is_refused_by_name(name):
+    with pytest.raises(ConfigError, match=f"trick '{name}' has no faithful TRL mapping"):
+        tiny_cfg(trainer="trl", tricks=[name])
+    tiny_cfg(tricks=[name])  # grpo-lab's own trainer runs it
+
+
+def test_a_matrix_cell_with_an_unmapped_trick_is_refused_at_plan_time_naming_trick_and_matrix(tmp_path):
+    data = {"models": [TINY_FAST], "tasks": ["math"], "seeds": [0],
+            "tricks": ["baseline", {"singles": ["clip_higher", "kl_anneal"]}],
+            "base": {"trainer": "trl", "levels": 2, "steps": 2}}
+    spec = parse_matrix(data, str(tmp_path / "two.yaml"))
+    with pytest.raises(ConfigError) as err:
+        expand(spec)
+    message = str(err.value)
+    assert len(message.splitlines()) == 1 and "two.yaml" in message and "'kl_anneal'" in message, message
+    assert len(expand(parse_matrix({**data, "tricks": ["baseline", {"singles": ["clip_higher"]}]}))) == 2
+
+
+def test_settings_no_rule_maps_are_refused_and_an_overridden_trick_too():
+    assert trl_refusals(tiny_cfg(trainer="grpo-lab", curriculum={"mode": "adaptive"})) == [
+        "setting curriculum.mode='adaptive' has no TRL equivalent here"]
+    with pytest.raises(ConfigError, match="alarms.stop_on"):
+        tiny_cfg(trainer="trl", alarms={"stop_on": ["nan"]})
+    with pytest.raises(ConfigError, match="overrides trick 'clip_higher'"):
+        tiny_cfg(trainer="trl", tricks=["clip_higher"], after={"loss": {"clip_high": 0.3}})
+
+
+def test_the_default_trainer_keeps_run_ids_and_trl_is_a_run_of_its_own():
+    cfg = tiny_cfg()
+    assert "trainer" not in cfg.identity()
+    assert tiny_cfg(trainer="trl").run_id() != cfg.run_id()
