@@ -85,6 +85,9 @@ class RewardConfig(Strict):
     functions: list[RewardFunctionConfig] = Field(
         [], description="several weighted reward functions, each logged as reward/<name>; list `task` "
                         "among them to keep the task's score")
+    combine: Literal["sum", "normalize_then_sum"] = Field(
+        "sum", description="how the main reward functions make one reward: their weighted sum, or each z-scored "
+                           "in its group before the weighted sum (GDPO; TRL's multi_objective_aggregation)")
     verifier: Literal["extract", "math-verify"] = Field(
         "extract", description="how natural-register math answers are checked: the built-in number "
                                "extractor, or math-verify (LaTeX, \\boxed{}, fractions; the `verifiers` extra)")

@@ -73,6 +73,21 @@ NORMALIZERS = {"zscore": zscore, "quantile": quantile, "batch_std": batch_std, "
                "rloo": rloo, "reinforce_pp_baseline": reinforce_pp_baseline}
 
 
+def normalize_then_sum(r: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """GDPO: R = sum_k w_k * zscore_g(r_k), each reward component z-scored in its group before the
+    weighted sum. r [N,G,K] (K components, unweighted), w [K] -> [N,G].
+
+    Summing first lets the component with the largest in-group spread decide the ranking, and
+    distinct mixes of component values can collapse to one sum; normalising each first gives
+    every component the same say in the advantage. A component constant in a group adds 0 there.
+    """
+    return sum((w[k] * zscore(r[..., k], eps) for k in range(r.size(-1))), torch.zeros_like(r[..., 0]))
+
+
+# reward.combine -> (r [N,G,K], w [K], eps) -> [N,G]; "sum" is the weighted sum scoring already forms
+REWARD_COMBINERS = {"normalize_then_sum": normalize_then_sum}
+
+
 def compute_advantages(
     main: torch.Tensor,
     shape: torch.Tensor,

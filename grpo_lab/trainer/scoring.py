@@ -14,6 +14,7 @@ from grpo_lab.rewards import plugins
 from grpo_lab.rewards.shaping import length_shaping
 from grpo_lab.rollout.base import Rollout
 from grpo_lab.tasks.base import Score
+from grpo_lab.trainer.advantages import REWARD_COMBINERS
 from grpo_lab.trainer.batch import code_token_mask
 
 
@@ -49,7 +50,7 @@ def score_rollout(tasks: dict, problems: list, rollout: Rollout, codec, cfg, pro
         raw, plugin_shapes, components = function_rewards(functions, problems, rollout, texts, raw)
         terms.update(plugin_shapes)
     shape = sum(terms.values(), torch.zeros(N, G))
-    main = raw.clone()
+    main = raw.clone() if cfg.reward.combine == "sum" else combined_main(functions, components, raw, cfg.reward.combine)
     if cfg.reward.shape_mode == "in_main":
         main, shape = main + shape, torch.zeros_like(shape)
     answers = [[scores[g * G + j].answer for j in range(G)] for g in range(N)]
@@ -118,6 +119,17 @@ def function_rewards(functions, problems: list, rollout: Rollout, texts: list[st
         for g in range(N):
             components[g][f.name] = values[g * G:(g + 1) * G]
     return main, shapes, components
+
+
+def combined_main(functions, components: list, raw: torch.Tensor, mode: str) -> torch.Tensor:
+    """[N, G] main reward from the main functions' values by reward.combine (advantages.REWARD_COMBINERS);
+    a value that is not applicable (None or NaN) counts 0, as in the weighted sum. Without main
+    functions the task's score `raw` [N, G] is the one component."""
+    mains = [f for f in functions if f.role == "main"]
+    if not mains:
+        return REWARD_COMBINERS[mode](raw[..., None], torch.ones(1))
+    values = torch.stack([component_tensor(components, f.name) for f in mains], dim=-1).nan_to_num(nan=0.0)
+    return REWARD_COMBINERS[mode](values, torch.tensor([f.weight for f in mains]))
 
 
 def component_means(components: list) -> dict[str, float]:

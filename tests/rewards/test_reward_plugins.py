@@ -68,6 +68,23 @@ def test_weighted_functions_sum_into_main_and_shape_and_are_logged_apart():
     assert set(means) == {"reward/task", "reward/brevity", "reward/only_math"}
 
 
+def test_normalize_then_sum_z_scores_each_main_function_in_its_group_before_the_weighted_sum():
+    cfg = resolve({"reward": {"combine": "normalize_then_sum", "functions": [
+        {"function": "task"}, {"function": f"{FILE}:brevity", "weight": 0.5}]}})
+    targets = [p.target for p in make_task("math", "compact").problems("train", 2, seed=0)]
+    completions = [str(targets[0]), "seventy", "12", "1"]  # brevity 1, 0 in the first group, 1, 1 in the second
+    problems, scored = _scored(cfg, completions)
+    task = [float(c == p.target) for p, c in zip([problems[0]] * 2 + [problems[1]] * 2, completions)]
+    brief = [float(len(c) <= 2) for c in completions]
+
+    def pair_z(a, b):  # a group of two: +-1/sqrt(2), or 0 when both are equal
+        return [0.0, 0.0] if a == b else [math.copysign(2 ** -0.5, a - b), math.copysign(2 ** -0.5, b - a)]
+
+    expected = [t + 0.5 * b for i in (0, 2) for t, b in zip(pair_z(*task[i:i + 2]), pair_z(*brief[i:i + 2]))]
+    assert task[0] == 1.0 and scored.main.flatten().tolist() == pytest.approx(expected, abs=1e-5)
+    assert scored.raw.flatten().tolist() == pytest.approx([t + 0.5 * b for t, b in zip(task, brief)])  # logged: the sum
+
+
 @pytest.mark.parametrize("name, message", [
     ("one_short", "returned 3 values for 4 completions"),
     ("not_a_number", "returned 'high' at position 0; expected a float or None"),

@@ -1,11 +1,13 @@
 import math
 
+import pytest
 import torch
 
 from grpo_lab.trainer.advantages import (
     batch_std,
     compute_advantages,
     mean_only,
+    normalize_then_sum,
     quantile,
     reinforce_pp_baseline,
     rloo,
@@ -83,3 +85,15 @@ def test_reinforce_pp_baseline_divides_the_centred_rewards_by_their_batch_std():
     assert torch.allclose(reinforce_pp_baseline(r), torch.tensor([[0.5, -0.5], [0.0, 0.0]]) / (std + 1e-6))
     # Lite PPO divides by the raw rewards' std (0.5) instead
     assert torch.allclose(batch_std(r), torch.tensor([[1.0, -1.0], [0.0, 0.0]]), atol=1e-5)
+
+
+def test_normalize_then_sum_gives_each_reward_component_the_same_say():
+    # one group of 3; component a: 1, 0, 0 (mean 1/3, std sqrt(1/3)); b: 10, 30, 20 (mean 20, std 10)
+    r = torch.tensor([[[1.0, 10.0], [0.0, 30.0], [0.0, 20.0]]])
+    got = normalize_then_sum(r, torch.tensor([1.0, 0.5]))
+    za = [(2 / 3) / math.sqrt(1 / 3), -(1 / 3) / math.sqrt(1 / 3), -(1 / 3) / math.sqrt(1 / 3)]
+    zb = [-1.0, 1.0, 0.0]
+    assert got.tolist() == [[pytest.approx(a + 0.5 * b, abs=1e-5) for a, b in zip(za, zb)]]
+    assert got[0].argmax() == 0  # the weighted sum (6, 15, 10) would rank the a-winner last
+    constant = torch.tensor([[[1.0, 5.0], [0.0, 5.0]]])  # b constant in the group: it adds 0
+    assert torch.allclose(normalize_then_sum(constant, torch.tensor([1.0, 3.0])), zscore(constant[..., 0]))
