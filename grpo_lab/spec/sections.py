@@ -176,6 +176,10 @@ class LossConfig(Strict):
     top_entropy_frac: float = Field(
         1.0, gt=0, le=1, description="the policy term only on this top fraction of trained tokens by entropy "
                                      "(Beyond the 80/20 rule: 0.2); 1: every token")
+    off_policy_mask: float | None = Field(
+        None, ge=0, description="DeepSeek-V3.2: drop the policy term of a negative-advantage sequence whose mean "
+                                "per-token log pi_sampler - log pi_theta exceeds this (TRL's off_policy_mask_threshold); "
+                                "None: off")
     entropy_coef: float = Field(0.0, description="weight of the token-entropy bonus subtracted from the loss")
     inner_updates: int = Field(1, ge=1, description="optimizer updates per batch of rollouts (> 1: the ratio moves)")
     mask: Literal["prompt", "code_only"] = Field(

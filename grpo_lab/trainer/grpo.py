@@ -210,7 +210,7 @@ def update(run: RunState, parts, advs, masks, old_logp, ref_logp, beta: float, T
                          if cfg.vllm.tis_cap else (None, {}))
             loss, m = policy_loss(logp, old, ref_logp[i] if ref_logp else None, adv, mask, beta=beta,
                                   cfg=cfg.loss, kl_estimator=cfg.kl.estimator, entropy=entropy,
-                                  norm=cfg.sampling.max_new_tokens, is_weights=is_w)
+                                  norm=cfg.sampling.max_new_tokens, is_weights=is_w, sampling_logp=part.engine_logp)
             m.update(tis)
             run.backend.backward(loss * w)
             if inner == 0:  # monitoring is about the sampled policy, before any update

@@ -63,3 +63,20 @@ def tis_weights(
         "tis/capped_frac": float((capped & on).sum() / n),
     }
     return weights, metrics
+
+
+def off_policy_sequence_mask(
+    logp: torch.Tensor, sampling_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, threshold: float,
+) -> torch.Tensor:
+    """DeepSeek-V3.2's off-policy sequence mask: M_i = 0 where A_i < 0 and
+    mean_t(log pi_sampler(o_t) - log pi_theta(o_t)) > delta over the sequence's trained tokens, else 1.
+
+    A sequence the model was punished for that the current policy has already moved far from
+    (sampled off-policy: stale rollouts, several updates per batch, a sampler/trainer mismatch)
+    gives a noisy, destabilising negative gradient; positive-advantage sequences are kept.
+    logp, sampling_logp, mask: [B,T]; adv: [B,1]. Returns [B,1] (0/1, detached; as TRL's
+    get_off_policy_mask), to multiply the policy term by.
+    """
+    m = mask.to(logp.dtype)
+    kl = ((sampling_logp.detach() - logp.detach()) * m).sum(dim=1, keepdim=True) / m.sum(dim=1, keepdim=True).clamp(min=1)
+    return ((adv >= 0) | (kl <= threshold)).to(logp.dtype)

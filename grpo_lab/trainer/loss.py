@@ -9,6 +9,7 @@ import math
 
 import torch
 
+from grpo_lab.trainer.importance import off_policy_sequence_mask
 
 KL_ESTIMATORS = {  # d = ref_logp - logp
     "k1": lambda d: -d,  # unbiased, can be negative
@@ -244,22 +245,29 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
 
 def policy_loss(
     logp, old_logp, ref_logp, adv, mask, *, beta: float, cfg, kl_estimator: str = "k3", entropy=None,
-    norm: float = 1.0, is_weights=None,
+    norm: float = 1.0, is_weights=None, sampling_logp=None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """GRPO objective: aggregate(w * e * surrogate + beta * KL - entropy_coef * H) over trained tokens.
+    """GRPO objective: aggregate(w * e * M * surrogate + beta * KL - entropy_coef * H) over trained tokens.
 
-    logp, old_logp, ref_logp, mask, entropy, is_weights: [B,T]; adv: [B] (one advantage per sequence).
-    ref_logp may be None when beta == 0 or when the KL is put in the reward instead. is_weights w
-    (detached importance weights for a sampler/trainer mismatch, trainer/importance.py) and the
-    high-entropy token mask e (cfg.top_entropy_frac < 1) scale only the policy term: KL and
-    entropy are about the trainer's own distribution, and the aggregation still counts every token.
+    logp, old_logp, ref_logp, mask, entropy, is_weights, sampling_logp: [B,T]; adv: [B] (one
+    advantage per sequence). ref_logp may be None when beta == 0 or when the KL is put in the
+    reward instead. is_weights w (detached importance weights for a sampler/trainer mismatch,
+    trainer/importance.py), the high-entropy token mask e (cfg.top_entropy_frac < 1) and the
+    off-policy sequence mask M (cfg.off_policy_mask set: against the sampler's log-probs
+    sampling_logp, old_logp when None) scale only the policy term: KL and entropy are about the
+    trainer's own distribution, and the aggregation still counts every token.
     """
     surr, clipped = WEIGHTINGS[cfg.weighting](logp, old_logp, adv[:, None], mask, cfg)
     surr = surr if is_weights is None else surr * is_weights
     if cfg.top_entropy_frac < 1:
         surr = surr * top_entropy_mask(entropy, mask, cfg.top_entropy_frac)
-    per_token = surr
     metrics = {"loss/clip_frac": masked_mean(clipped.float(), mask)}
+    if cfg.off_policy_mask is not None:
+        keep = off_policy_sequence_mask(logp, old_logp if sampling_logp is None else sampling_logp, adv[:, None],
+                                        mask, cfg.off_policy_mask)
+        surr = surr * keep
+        metrics["loss/off_policy_frac"] = float(1 - keep.mean())  # loss/*: reported from the last update, where it acts
+    per_token = surr
     if ref_logp is not None:
         kl = kl_estimate(logp, ref_logp, kl_estimator)
         metrics["kl/mean"] = masked_mean(kl.detach(), mask)

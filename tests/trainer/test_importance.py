@@ -6,7 +6,9 @@ import math
 import pytest
 import torch
 
-from grpo_lab.trainer.importance import tis_weights
+from grpo_lab.spec.config import LossConfig
+from grpo_lab.trainer.importance import off_policy_sequence_mask, tis_weights
+from grpo_lab.trainer.loss import policy_loss
 
 # row 0: token log-ratios 0.5, -1, 0 and a padded token whose e^100 must never form;
 # row 1: log-ratios 1, 0 and two padded tokens
@@ -29,3 +31,25 @@ def test_mismatch_weights_hand_computed(mode, expected, capped_tokens):
     assert m["tis/capped_frac"] == pytest.approx(capped_tokens / 5)
     assert m["tis/weight_mean"] == pytest.approx(sum(map(sum, expected)) / 5)
     assert not w.requires_grad and torch.isfinite(w).all()
+
+
+def test_off_policy_sequence_mask_drops_punished_sequences_the_policy_moved_away_from():
+    sampling = torch.zeros(4, 3)
+    # mean over trained tokens of sampling - logp: 0.6 (2 tokens), 0.2, 0.6, 0.9 (its third token is padding)
+    logp = torch.tensor([[-0.6, -0.6, -5.0], [-0.2, -0.2, -0.2], [-0.6, -0.6, -0.6], [-0.9, -0.9, 4.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    adv = torch.tensor([[-1.0], [-1.0], [0.0], [2.0]])
+    # drop only where A < 0 and the drift 0.6 > 0.5; A = 0 and A > 0 stay whatever the drift
+    assert off_policy_sequence_mask(logp, sampling, adv, mask, 0.5).flatten().tolist() == [0.0, 1.0, 1.0, 1.0]
+
+
+def test_the_off_policy_mask_leaves_the_kl_term_and_the_denominator():
+    logp = torch.tensor([[-1.0, -1.0], [-0.1, -0.1]], requires_grad=True)
+    sampling, ref = torch.zeros(2, 2), torch.full((2, 2), -0.5)
+    loss, m = policy_loss(logp, logp.detach(), ref, torch.tensor([-1.0, -1.0]), torch.ones(2, 2), beta=0.1,
+                          cfg=LossConfig(off_policy_mask=0.5), sampling_logp=sampling)
+    loss.backward()
+    # the first sequence drifted 1.0 > 0.5: its policy term (A / 4 per token at ratio 1) is gone, its KL stays
+    dkl = lambda lp: 0.1 * (1 - math.exp(-0.5 - lp)) / 4  # noqa: E731  d/dlogp of beta * k3 / 4 tokens
+    assert logp.grad.tolist() == [[pytest.approx(dkl(-1.0))] * 2, [pytest.approx(0.25 + dkl(-0.1))] * 2]
+    assert m["loss/off_policy_frac"] == 0.5

@@ -48,6 +48,7 @@ def trl_loss(logp, old, adv, mask, entropy, **args):
         **{"top_entropy_quantile": 1.0, "importance_sampling_level": "token", "epsilon_low": 0.2,
            "epsilon_high": 0.2, "off_policy_mask_threshold": None, **args})
     trainer.get_high_entropy_mask = lambda e, m, q: grpo_trainer.GRPOTrainer.get_high_entropy_mask(trainer, e, m, q)
+    trainer.get_off_policy_mask = grpo_trainer.GRPOTrainer.get_off_policy_mask  # a staticmethod
     inputs = {"prompt_ids": torch.zeros(B, 1, dtype=torch.long), "prompt_mask": torch.ones(B, 1),
               "completion_ids": torch.zeros(B, T, dtype=torch.long), "completion_mask": mask,
               "advantages": adv, "old_per_token_logps": old, "num_items_in_batch": mask.sum()}
@@ -100,3 +101,15 @@ def test_loss_and_gradient_match_trl(case, inputs):
     assert our_loss.item() == pytest.approx(their_loss.item(), abs=1e-9)
     assert torch.allclose(our_grad, their_grad, atol=1e-9, rtol=0)
     assert our_grad.abs().sum() > 0
+
+
+def test_off_policy_mask_matches_trl_where_it_masks(inputs):
+    logp, old, adv, mask, entropy = inputs
+    adv = -adv.abs()  # every sequence punished: those whose mean old - new log-prob passes 0.1 leave the loss
+    drift = ((old - logp) * mask).sum(1) / mask.sum(1)
+    assert 0 < int((drift > 0.1).sum()) < B
+    our_loss, our_grad = ours(logp, old, adv, mask, entropy, off_policy_mask=0.1)
+    their_loss, their_grad = trl_loss(logp, old, adv, mask, entropy, loss_type="dapo", off_policy_mask_threshold=0.1)
+    assert our_loss.item() == pytest.approx(their_loss.item(), abs=1e-9)
+    assert torch.allclose(our_grad, their_grad, atol=1e-9, rtol=0)
+    assert (our_grad[drift > 0.1] == 0).all() and our_grad[drift <= 0.1].abs().sum() > 0
