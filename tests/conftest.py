@@ -34,7 +34,7 @@ def make_cfg():
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SECTION_IDS = ["recommend", "glance", "verdicts", "curves", "compute", "samples", "length", "stability",
-               "interactions", "costs", "environment", "reproduce"]
+               "interactions", "costs", "environment", "runs", "reproduce"]
 SCREENSHOT_COPY = Path("/tmp/report_screenshot.png")
 
 needs_chromium = pytest.mark.skipif(

@@ -25,6 +25,9 @@ def test_plan_sweep_and_report_as_calls(tmp_path):
     assert again.executed == [] and again.skipped == 2
     html, md = grpo_lab.report_sweep("api", out=tmp_path / "report", workspace=tmp_path / "ws")
     assert md.exists() and "ema_reference" in html.read_text()
+    import re
+    samples = re.findall(r'<a href="([^"]+/completions.jsonl)"', html.read_text())
+    assert len(samples) == 2 and all((html.parent / s).is_file() for s in samples)  # each run's eval samples
     with pytest.raises(ConfigError, match="did you mean 'api'"):
         grpo_lab.report_sweep("apj", workspace=tmp_path / "ws")
 

@@ -71,6 +71,11 @@ def default_tracking_uri(workspace: Path = WORKSPACE) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(workspace / 'mlflow.db').resolve()}"
 
 
+def child_run_name(tricks: str, seed: object, run_id: str) -> str:
+    """The MLflow name of a cell's run: what the report's runs table shows and `grpo-lab ui` finds."""
+    return f"{tricks}-s{seed}-{run_id}"
+
+
 def mlflow_status(status: str) -> str:
     """Map a registry status ('finished', 'failed', 'stopped', ...) to an MLflow run status;
     an unknown one ended without a known success: KILLED."""
@@ -303,7 +308,7 @@ class Tracker:
             return found.info.run_id
         if found is not None:
             self.client.delete_run(found.info.run_id)
-        run_name = f"{tags['tricks']}-s{tags['seed']}-{tags['run_id']}"
+        run_name = child_run_name(tags["tricks"], tags["seed"], tags["run_id"])
         run_id = self.client.create_run(self.experiment_id, start_time=_ms(attempt_info.get("started_at")),
                                         tags=_tag_values(tags), run_name=run_name).info.run_id
         bad = self._log_data(run_id, run_dir, attempt_info)

@@ -21,6 +21,7 @@ the target), so a crash leaves the previous report or the new one, never half a 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from grpo_lab.analysis import curve_verdicts
@@ -61,9 +62,13 @@ def write_files(doc: Document, out_dir: Path) -> tuple[Path, Path]:
     for image in images:
         atomic_write(figure_dir / f"{image.name}.png", image.png, durable=True)
     md_path, html_path = out_dir / "report.md", out_dir / "index.html"
-    markdown = render_markdown(doc, lambda image: f"{FIGURE_DIR}/{image.name}.png")
+
+    def href(target: str) -> str:  # a run folder, relative to the report so the pair can move together
+        return os.path.relpath(target, out_dir.resolve()) if os.path.isabs(target) else target
+
+    markdown = render_markdown(doc, lambda image: f"{FIGURE_DIR}/{image.name}.png", href)
     atomic_write(md_path, markdown.encode("utf-8"), durable=True)
-    atomic_write(html_path, render_html(doc).encode("utf-8"), durable=True)
+    atomic_write(html_path, render_html(doc, href).encode("utf-8"), durable=True)
     current = {f"{image.name}.png" for image in images}
     for old in figure_dir.glob("*.png"):
         if old.name not in current:

@@ -42,6 +42,8 @@ RUNS_SCHEMA: dict[str, Any] = {
     "base_pass@1": _F,  # the eval before training (summary.json "base")
     "planned_hours": _F,  # the plan's estimate when the cell was registered
     "diagnosis": _S,  # why the run taught nothing (analysis/run_diagnosis.py), None when it learnt
+    "folder": _S,  # the run folder (absolute): the runs table links it
+    "mlflow_run": _S,  # the run's name in MLflow (execution/tracking.child_run_name)
 }
 STEPS_SCHEMA: dict[str, Any] = {
     "run_id": _S, "step": _I, "reward/mean": _F, "eval/pass@1": _F, "length/mean": _F,
@@ -217,6 +219,7 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
     from grpo_lab.analysis.variance import budget_frame
     from grpo_lab.execution import waves
     from grpo_lab.execution.sweep import cell_arms, mixed_arms
+    from grpo_lab.execution.tracking import child_run_name
     from grpo_lab.report.samples import sample_frame
 
     cells = _done_cells(sweep)
@@ -241,7 +244,10 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
         pl.col("run_id").replace_strict(base, default=None, return_dtype=pl.Float64).alias("base_pass@1"),
         pl.col("run_id").replace_strict({c.run_id: c.estimate_gpu_hours for c in cells}, default=None,
                                         return_dtype=pl.Float64).alias("planned_hours"),
-        pl.col("run_id").replace_strict(_diagnoses(dirs), default=None, return_dtype=pl.String).alias("diagnosis"))
+        pl.col("run_id").replace_strict(_diagnoses(dirs), default=None, return_dtype=pl.String).alias("diagnosis"),
+        pl.col("run_id").replace_strict({k: str(v.resolve()) for k, v in dirs.items()}).alias("folder"),
+        pl.col("run_id").replace_strict({c.run_id: child_run_name(c.labels()["tricks"], c.seed, c.run_id)
+                                         for c in cells}).alias("mlflow_run"))
     effective = float(runs["effective_samples"].fill_null(0).sum())
     matrix = repo_path(sweep.matrix_path)
     session = object_session(sweep)

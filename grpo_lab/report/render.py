@@ -124,7 +124,22 @@ class Badge:
     tone: Tone
 
 
-TableCell = str | Badge  # one cell of a report table: plain text or a verdict badge
+@dataclass(frozen=True)
+class Link:
+    """A cell that links: to an anchor in the report ("#..."), or to a file or folder on this
+    machine (an absolute path, written relative to the report's folder by the renderers' href)."""
+
+    text: str
+    target: str
+
+
+TableCell = str | Badge | Link  # one cell of a report table: plain text, a verdict badge or a link
+Href = Callable[[str], str]  # a Link's target -> the href written
+
+
+def anchor(*parts: str) -> str:
+    """A stable HTML id from words: 'arm-tiny-math-ema_reference'."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(parts)).strip("-")
 
 
 @dataclass(frozen=True)
@@ -137,13 +152,14 @@ class Table:
     headers: list[str]
     rows: list[list[TableCell]]
     note: str = ""  # e.g. why rows were left out
+    row_ids: list[str] | None = None  # an HTML id per row ("" for none): Links' "#..." targets
 
     def without(self, header: str) -> Table:
         if header not in self.headers:
             return self
         i = self.headers.index(header)
         return Table(self.headers[:i] + self.headers[i + 1:],
-                     [row[:i] + row[i + 1:] for row in self.rows], self.note)
+                     [row[:i] + row[i + 1:] for row in self.rows], self.note, self.row_ids)
 
 
 @dataclass(frozen=True)
@@ -186,14 +202,20 @@ def _md_e(text: str) -> str:
     return _SPECIAL.sub(r"\\\1", text).replace("\n", " ")
 
 
-def _md_cell(cell: TableCell) -> str:
-    return f"**{_md_e(cell.text)}**" if isinstance(cell, Badge) else _md_e(cell)
+def _md_cell(cell: TableCell, href: Href) -> str:
+    if isinstance(cell, Badge):
+        return f"**{_md_e(cell.text)}**"
+    if isinstance(cell, Link):
+        return f"[{_md_e(cell.text)}](<{href(cell.target)}>)"
+    return _md_e(cell)
 
 
-def _md_table(table: Table) -> str:
+def _md_table(table: Table, href: Href) -> str:
     lines = ["| " + " | ".join(_md_e(h) for h in table.headers) + " |",
              "|" + "---|" * len(table.headers)]
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows]
+    ids = table.row_ids or [""] * len(table.rows)
+    lines += ["| " + (f'<a id="{i}"></a>' if i else "") + " | ".join(_md_cell(c, href) for c in row) + " |"
+              for i, row in zip(ids, table.rows, strict=True)]
     if table.note:
         lines += ["", f"*{_md_e(table.note)}*"]
     return "\n".join(lines)
@@ -206,11 +228,11 @@ def _md_code(code: Code) -> str:
     return f"{fence}sh\n{text}\n{fence}"
 
 
-def _md_block(block: Block, image_path: Callable[[Image], str]) -> str:
+def _md_block(block: Block, image_path: Callable[[Image], str], href: Href) -> str:
     if isinstance(block, Paragraph):
         return _md_e(block.text)
     if isinstance(block, Table):
-        return _md_table(block)
+        return _md_table(block, href)
     if isinstance(block, Image):
         return f"![{_md_e(block.alt)}]({image_path(block)})\n\n*{_md_e(block.caption)}*"
     if isinstance(block, Code):
@@ -218,13 +240,13 @@ def _md_block(block: Block, image_path: Callable[[Image], str]) -> str:
     raise TypeError(f"unknown block {type(block).__name__}")
 
 
-def render_markdown(doc: Document, image_path: Callable[[Image], str]) -> str:
+def render_markdown(doc: Document, image_path: Callable[[Image], str], href: Href = str) -> str:
     parts = [f"# {_md_e(doc.title)}", "\n\n".join(_md_e(line) for line in doc.summary),
              "\n".join(f"- [{_md_e(s.title)}](#{s.id})" for s in doc.sections)]
     for section in doc.sections:
         # An explicit anchor: renderers derive heading ids from titles differently.
         parts.append(f'<a id="{section.id}"></a>\n\n## {_md_e(section.title)}')
-        parts += [_md_block(b, image_path) for b in section.blocks]
+        parts += [_md_block(b, image_path, href) for b in section.blocks]
     return "\n\n".join(parts) + "\n"
 
 
@@ -275,9 +297,11 @@ _WRAP_FROM = 28
 _TRICK_SET = re.compile(r"[A-Za-z_][\w.-]*(\+[\w.-]+)+")
 
 
-def _html_cell(cell: TableCell) -> str:
+def _html_cell(cell: TableCell, href: Href) -> str:
     if isinstance(cell, Badge):
         return f'<td><span class="badge {cell.tone}">{_html_e(cell.text)}</span></td>'
+    if isinstance(cell, Link):
+        return f'<td><a href="{_html_e(href(cell.target))}">{_html_e(cell.text)}</a></td>'
     if len(cell) < _WRAP_FROM:
         return f"<td>{_html_e(cell)}</td>"
     text = _html_e(cell)
@@ -286,10 +310,11 @@ def _html_cell(cell: TableCell) -> str:
     return f'<td class="text">{text}</td>'
 
 
-def _html_table(table: Table) -> str:
+def _html_table(table: Table, href: Href) -> str:
     head = "".join(f"<th>{_html_e(h)}</th>" for h in table.headers)
-    body = "\n".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>"
-                     for row in table.rows)
+    ids = table.row_ids or [""] * len(table.rows)
+    body = "\n".join((f'<tr id="{_html_e(i)}">' if i else "<tr>") + "".join(_html_cell(c, href) for c in row)
+                     + "</tr>" for i, row in zip(ids, table.rows, strict=True))
     note = f'<p class="note">{_html_e(table.note)}</p>' if table.note else ""
     return (f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead>'
             f"<tbody>\n{body}\n</tbody></table></div>{note}")
@@ -301,11 +326,11 @@ def _html_image(image: Image) -> str:
             f"<figcaption>{_html_e(image.caption)}</figcaption></figure>")
 
 
-def _html_block(block: Block) -> str:
+def _html_block(block: Block, href: Href) -> str:
     if isinstance(block, Paragraph):
         return f"<p>{_html_e(block.text)}</p>"
     if isinstance(block, Table):
-        return _html_table(block)
+        return _html_table(block, href)
     if isinstance(block, Image):
         return _html_image(block)
     if isinstance(block, Code):
@@ -313,12 +338,12 @@ def _html_block(block: Block) -> str:
     raise TypeError(f"unknown block {type(block).__name__}")
 
 
-def render_html(doc: Document) -> str:
+def render_html(doc: Document, href: Href = str) -> str:
     nav = "".join(f'<a href="#{_html_e(s.id)}">{_html_e(s.title)}</a>' for s in doc.sections)
     summary = "".join(f"<p>{_html_e(line)}</p>" for line in doc.summary)
     sections = "\n".join(
         f'<section id="{_html_e(s.id)}">\n<h2>{_html_e(s.title)}</h2>\n'
-        + "\n".join(_html_block(b) for b in s.blocks) + "\n</section>"
+        + "\n".join(_html_block(b, href) for b in s.blocks) + "\n</section>"
         for s in doc.sections)
     # The empty data: icon stops the browser from asking the file system for a favicon.
     return f"""<!DOCTYPE html>

@@ -35,6 +35,7 @@ from grpo_lab.report.render import (
     text,
     timestamp,
 )
+from grpo_lab.report.runs import arm_link, runs_blocks
 from grpo_lab.report.verdicts import INTERACTION_TONES, ON_ESTIMAND, VerdictPolicy, flag_expr
 
 
@@ -78,7 +79,7 @@ def _verdict_table(verdicts: pl.DataFrame, unit: str, metric: str, limit: int) -
     rows: list[list[TableCell]] = []
     for r in verdicts.iter_rows(named=True):
         per_sample = r["cost_per_effective_sample"]
-        rows.append(key_cells(r) + [
+        rows.append([text(r["model"]), text(r["task"]), arm_link(r),
             text(r["n"]), signed(r["effect"]), interval(r["ci_low"], r["ci_high"]),
             p_value(r["p_value"]), p_value(r["p_holm"]), num(r["hours_per_run"]), signed(r["extra_hours"]),
             num(r["hours_per_point"]),
@@ -97,7 +98,7 @@ def _decided_table(verdicts: pl.DataFrame, unit: str, metric: str, limit: int) -
     for r in verdicts.iter_rows(named=True):
         per_sample = r["cost_per_effective_sample"]
         seeds = MISSING if r["seeds"] is None else f"{r['seeds']} of {r['runs']}"
-        rows.append(key_cells(r) + [
+        rows.append([text(r["model"]), text(r["task"]), arm_link(r),
             signed(r["effect"]), interval(r["ci_low"], r["ci_high"]), seeds, r["collapse"],
             num(r["hours_per_run"]), signed(r["extra_hours"]), num(r["hours_per_point"]),
             num(None if per_sample is None else per_sample * 3600),
@@ -307,6 +308,7 @@ def build_document(p: Parts) -> Document:
         Section("interactions", "Interactions between tricks", _interactions(p)),
         Section("costs", "Costs", cost_blocks(p.data, unit)),
         Section("environment", "Environment", _environment(p.data)),
+        Section("runs", "Runs", runs_blocks(p.data.runs)),
         Section("reproduce", "Reproduce", _reproduce(p.data)),
     ]
     decided = decision_blocks(p.data.decisions, unit) + variance_blocks(p.data.variance, unit)

@@ -104,7 +104,7 @@ def test_a_failed_render_leaves_the_previous_report(
     html_path, md_path = tmp_path / "index.html", tmp_path / "report.md"
     before = html_path.read_bytes(), md_path.read_bytes()
 
-    def crash(_doc: object) -> str:
+    def crash(_doc: object, _href: object) -> str:
         raise RuntimeError("renderer died")
 
     monkeypatch.setattr(report_module, "render_html", crash)
