@@ -15,6 +15,8 @@ Its file names and its readers live here; nobody else opens these files by name.
                        an eval-only attempt's n is eval<K>
     attempt-<n>.log    attempt n's output (local runner; eval<K> for an eval-only attempt)
     checkpoint.pt      the latest checkpoint (trainer/checkpoint.py)
+    trl/checkpoint-<n>/  trainer: trl: TRL's latest checkpoint at its global step n, with grpo-lab's
+                       books (evals, clocks, counters) in grpo_lab_books.json (trainer/trl_callback.py)
     .lock              held by the attempt running in the folder
 
 JSON files are replaced atomically (a reader never sees half a file); a JSONL reader skips a torn
@@ -34,6 +36,7 @@ from grpo_lab.util.files import read_json, write_json
 CONFIG, METRICS, COMPLETIONS, EVENTS = "config.json", "metrics.jsonl", "completions.jsonl", "events.jsonl"
 SUMMARY, HEARTBEAT, CHECKPOINT, EVAL = "summary.json", "heartbeat.json", "checkpoint.pt", "eval"
 LOCK = ".lock"
+TRL_DIR = "trl"  # TRL's output_dir: its checkpoints (trainer: trl)
 BASE_EVAL = "base"
 
 
@@ -174,7 +177,7 @@ class RunDir:
         return (self.path / SUMMARY).exists()
 
     def has_checkpoint(self) -> bool:
-        return (self.path / CHECKPOINT).exists()
+        return (self.path / CHECKPOINT).exists() or any((self.path / TRL_DIR).glob("checkpoint-*"))
 
     # -- writers ---------------------------------------------------------------------------------
     def write_config(self, config: dict) -> None:

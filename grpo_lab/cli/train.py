@@ -35,7 +35,7 @@ def run(
     from grpo_lab.spec.arm import arm_label
     from grpo_lab.spec.config import load_config
     from grpo_lab.spec.tricks import trick_notes
-    from grpo_lab.trainer.grpo import train
+    from grpo_lab.trainer.executors import executor
     from grpo_lab.views import show_summary
 
     try:  # every check before anything is written: a bad name leaves no run folder behind
@@ -58,7 +58,7 @@ def run(
                 desc += f"  pass@1 {m['eval/pass@1']:.3f}"
             bar.update(job, completed=step + 1, description=desc)
 
-        summary = train(cfg, out, on_step=on_step)
+        summary = executor(cfg.trainer)(cfg, out, on_step=on_step)  # grpo-lab's loop or TRL's GRPOTrainer
     show_summary(console, summary)
     if why := diagnose_run(out):
         console.print(f"[yellow]{escape(why.line())}[/]")

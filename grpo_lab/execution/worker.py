@@ -171,7 +171,8 @@ def _train(run_dir: Path, t0: float, result: dict, devices: int, on_step: OnStep
            preempt: Callable[[], bool] | None, final_samples: int | None = None) -> Summary:
     """Train (or resume) the run in run_dir: in this process with a heartbeat after every step,
     or as a data-parallel run under torchrun (which reports no steps to this process)."""
-    from grpo_lab.trainer.grpo import Preempted, train
+    from grpo_lab.trainer.executors import executor
+    from grpo_lab.trainer.grpo import Preempted
 
     folder = RunDir(run_dir)
     if preempt is not None and preempt():  # the signal came while this attempt waited for the folder's lock
@@ -194,6 +195,7 @@ def _train(run_dir: Path, t0: float, result: dict, devices: int, on_step: OnStep
         if on_step is not None:
             on_step(step, metrics)
 
+    train = executor(cfg.trainer)  # grpo-lab's loop, or another trainer's (trainer/executors.py)
     return train(cfg, run_dir, on_step=step_done, preempt=preempt, final_samples=final_samples)
 
 

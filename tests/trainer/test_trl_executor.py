@@ -1,0 +1,78 @@
+"""trainer: trl: TRL's GRPOTrainer trains the tiny model on CPU and writes grpo-lab's run folder
+(metrics, evals by grpo-lab's evaluator, summary, checkpoints), which analysis reads; a kill -9
+mid-run resumes from TRL's checkpoint. Needs trl==1.16.0 (the dev extra); skipped without it."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+pytest.importorskip("trl", exc_type=ImportError)
+
+from grpo_lab.analysis.run_metrics import steps_frame, summary_fields  # noqa: E402
+from grpo_lab.execution.worker import execute_attempt  # noqa: E402
+from grpo_lab.rundir import TRL_DIR, RunDir  # noqa: E402
+from grpo_lab.trainer.setup import setup  # noqa: E402
+from grpo_lab.trainer.trl_callback import last_checkpoint  # noqa: E402
+from grpo_lab.trainer.trl_executor import train  # noqa: E402
+from tests.conftest import ROOT, tiny_cfg  # noqa: E402
+
+EVAL = {"every": 1, "problems": 6, "samples": 2, "k": [1, 2]}
+
+
+def test_a_trl_run_writes_the_run_folder_that_analysis_reads(tmp_path):
+    cfg = tiny_cfg(trainer="trl", steps=2, checkpoint_every=1, tricks=["clip_higher"], eval=EVAL)
+    seen = []
+    summary = train(cfg, tmp_path / "run", on_step=lambda step, m: seen.append(step))
+    run = RunDir(tmp_path / "run")
+    assert seen == [0, 1] and run.summary() == summary and summary.run_id == cfg.run_id()
+    assert {"eval/pass@1", "eval/pass@2"} <= set(summary.base) and "eval/pass@1" in summary.final
+    assert summary.effective_samples > 0 and summary.tokens_generated > 0
+    assert {"setup", "rollout", "reward", "train", "eval", "checkpoint", "idle"} <= set(summary.phase_seconds)
+    assert summary.cpu_seconds > 0 and summary.device_hours > 0
+    rows = run.metrics()
+    assert [r["step"] for r in rows] == [0, 1]
+    assert all({"reward/mean", "loss/total", "kl/mean", "timing/rollout", "trl/loss"} <= set(r) for r in rows)
+    assert [p.name for p in run.eval_files()] == ["problems-000001.json", "problems-000002.json"]
+    frame = steps_frame({cfg.run_id(): run.path})
+    assert frame.height == 2 and frame["reward/mean"].null_count() == 0
+    assert summary_fields(run.path)["delta_pass@1"] == pytest.approx(summary.delta_pass_at_1)
+    # the trick's TRL switch is what TRL trained with: clip_higher's epsilon_high and two updates per step
+    folder, books = last_checkpoint(run / TRL_DIR)
+    args = torch.load(folder / "training_args.bin", weights_only=False)
+    assert (args.epsilon_high, args.num_iterations) == (0.28, 2) and books["next_step"] == 2
+    assert json.loads((folder / "trainer_state.json").read_text())["global_step"] == 4
+    # grpo-lab's own trainer evaluates the same problems with the same seeds: the same base eval
+    (tmp_path / "ours").mkdir()
+    ours = setup(tiny_cfg(steps=2, eval=EVAL), tmp_path / "ours")
+    ours.evaluate(-1, tmp_path / "ours")
+    assert (RunDir(tmp_path / "ours").problems() is None and
+            json.loads((tmp_path / "ours" / "eval" / "problems-base.json").read_text())
+            == json.loads((run / "eval" / "problems-base.json").read_text()))
+
+
+def test_kill_9_mid_run_resumes_from_the_trl_checkpoint(tmp_path):
+    cfg = tiny_cfg(trainer="trl", steps=60, checkpoint_every=2, eval={**EVAL, "every": 1000, "samples": 1, "k": [1]})
+    run = RunDir(tmp_path / "run")
+    run.write_config(cfg.model_dump(mode="json"))
+    worker = subprocess.Popen([sys.executable, "-m", "grpo_lab.execution.worker", str(run.path), "1", "1"],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while last_checkpoint(run / TRL_DIR)[0] is None and worker.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        os.kill(worker.pid, signal.SIGKILL)
+    finally:
+        worker.wait()
+    assert worker.returncode == -signal.SIGKILL and not run.finished(), "the run ended before the kill"
+    _, books = last_checkpoint(run / TRL_DIR)
+    result = execute_attempt(run.path, 2)
+    assert result["status"] == "finished", result["error"]
+    assert result["start_step"] == books["next_step"] >= 2
+    assert [r["step"] for r in run.metrics()] == list(range(60))  # each step once: the killed tail cut back
+    assert run.summary().run_id == cfg.run_id() and run.summary().wall_seconds > books["wall_seconds"]
