@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from grpo_lab.models.precision import compute_weights
 from grpo_lab.rollout.base import Rollout
 
 FAST_TYPES = {"llama", "qwen2", "mistral"}
@@ -97,7 +98,7 @@ class FusedWeights:
         self.norm = dec.norm.weight
         self.norm_eps = getattr(dec.norm, "variance_epsilon", getattr(dec.norm, "eps", 1e-6))
         head = model.get_output_embeddings()
-        self.head, self.head_bias = head.weight, head.bias
+        self.head, self.head_bias = compute_weights(head.weight, head.bias, getattr(head, "compute_dtype", None))
         self.inter = dec.layers[0].mlp.gate_proj.out_features
         self.layers = []
         for layer in dec.layers:
@@ -201,12 +202,12 @@ class TorchEngine:
         L, Hkv, D = len(w.layers), w.kv_heads, w.head_dim
         C = 2 * Hkv * D  # one cache row: K then V of every kv head
         S = P + max_new
-        dtype = w.head.dtype
+        dtype = w.embed.dtype  # the body's: the head may compute in fp32 (trainer/head.py)
         # kv[l, b, s] = (K | V) of layer l, row b, column s; column s < P is the prompt.
         kv = torch.empty(L, B, S, C, dtype=dtype, device=dev)
         pos = (mask.long().cumsum(-1) - 1).clamp(min=0)
         x = self._prefill(w, dec, ids, mask, pos, kv, n)
-        logits = F.linear(F.rms_norm(x[:, -1], (w.hidden,), w.norm, w.norm_eps), w.head, w.head_bias)
+        logits = F.linear(F.rms_norm(x[:, -1], (w.hidden,), w.norm, w.norm_eps).to(w.head.dtype), w.head, w.head_bias)
         logits = logits.repeat_interleave(n, dim=0)
         # Rotary factors for every decode step of every row, built once: [B, max_new, 1, D/2].
         dpos = pos[:, -1:].repeat_interleave(n, dim=0) + 1 + torch.arange(max_new, device=dev)
@@ -237,7 +238,7 @@ class TorchEngine:
                 bias = bias[keep] if bias is not None else None
             col = P + t
             x = self._decode(w, tok, kv, col, rot[:, t], None if bias is None else bias[:, : col + 1])
-            logits = F.linear(F.rms_norm(x, (w.hidden,), w.norm, w.norm_eps), w.head, w.head_bias)
+            logits = F.linear(F.rms_norm(x, (w.hidden,), w.norm, w.norm_eps).to(w.head.dtype), w.head, w.head_bias)
         return self._unpack(toks, lps)
 
     def _prefill(self, w: FusedWeights, dec, ids, mask, pos, kv, n):

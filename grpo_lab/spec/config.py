@@ -62,6 +62,9 @@ class RunConfig(Strict):
     steps: int = Field(100, ge=1, description="training steps (one batch of rollouts and its updates each)")
     device: str = Field("auto", description="torch device: auto (CUDA if available, else CPU), cpu, cuda, cuda:1 ...")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="dtype of the policy weights")
+    head_precision: Literal["weights", "float32"] = Field(
+        "weights", description="the LM head's logits in the weights' dtype, or in float32 from them for the torch "
+                               "sampler and the trainer alike (ScaleRL's fp32 head; only acts under bfloat16/float16)")
     engine: Literal["torch", "vllm"] = Field(
         "torch", description="rollout engine: the torch sampler, or vLLM (the vllm section)")
     sandbox: Literal["bwrap", "unsafe-local"] = Field(
@@ -160,10 +163,11 @@ def plugin_identity(cfg: RunConfig) -> dict:
 
 # Settings added after runs were recorded, dropped from the dump at their defaults so those runs
 # keep their ids.
-_LATER_DEFAULTS = {"sandbox": "bwrap", "data": None, "trainer": "grpo-lab"}
+_LATER_DEFAULTS = {"sandbox": "bwrap", "data": None, "trainer": "grpo-lab", "head_precision": "weights"}
 _LATER_SECTION_DEFAULTS = {
-    "reward": {"function": None, "functions": [], "verifier": "extract", "scoring": "strict"},
-    "loss": {"top_entropy_frac": 1.0, "cov_frac": 2e-4, "clip_cov_lb": 1.0, "clip_cov_ub": 5.0, "kl_cov_coef": 1.0},
+    "reward": {"function": None, "functions": [], "verifier": "extract", "scoring": "strict", "combine": "sum"},
+    "loss": {"top_entropy_frac": 1.0, "cov_frac": 2e-4, "clip_cov_lb": 1.0, "clip_cov_ub": 5.0, "kl_cov_coef": 1.0,
+             "sapo_tau_pos": 1.0, "sapo_tau_neg": 1.05, "off_policy_mask": None},
     "vllm": {"tis_mode": "token_truncate"},
     "curriculum": {"retire_at": None},
 }

@@ -123,7 +123,8 @@ def token_logprobs(model, batch: Batch, temperature: float, entropy: str = "none
         return logp, -(logp_all.exp() * logp_all).sum(-1)
     real = batch.completion_mask.flatten().nonzero().squeeze(-1)
     lp, ent = chosen_logprobs(hidden.reshape(B * C, -1)[real], head.weight, head.bias,
-                              batch.completion.flatten()[real], temperature, entropy == "monitor")
+                              batch.completion.flatten()[real], temperature, entropy == "monitor",
+                              getattr(head, "compute_dtype", None))  # head.Float32Head's fp32 logits
     logp = torch.zeros(B * C, device=lp.device, dtype=lp.dtype).index_put((real,), lp).view(B, C)
     if ent is not None:
         ent = torch.zeros(B * C, device=ent.device).index_put((real,), ent).view(B, C)

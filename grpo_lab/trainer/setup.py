@@ -12,6 +12,7 @@ import torch
 
 from grpo_lab.rundir import BASE_EVAL, RunDir, Summary
 from grpo_lab.models import load_card, load_model, weights_digest
+from grpo_lab.models.precision import set_head_precision
 from grpo_lab.rollout import make_engine
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.tasks import make_task, task_options
@@ -155,6 +156,7 @@ def build_policy(cfg: RunConfig):
     register = cfg.prompt_register or card.prompt_register
     tasks = {n: make_task(n, register=register, **task_options(cfg, n)) for n in cfg.tasks}
     policy, codec = load_model(card, list(tasks.values()), device, getattr(torch, cfg.dtype))
+    set_head_precision(policy, cfg.head_precision)
     policy.eval()
     return device, card, tasks, policy, codec
 

@@ -52,8 +52,10 @@ def test_set_override_errors_name_set_not_a_file_line(tmp_path):
 
 
 # Settings added after runs were recorded: at their defaults they are not part of a run's identity.
-LATER_SETTINGS = {"sandbox": True, "data": True, "trainer": True, "reward": {"function", "functions", "verifier", "scoring"},
-                  "loss": {"top_entropy_frac", "cov_frac", "clip_cov_lb", "clip_cov_ub", "kl_cov_coef"},
+LATER_SETTINGS = {"sandbox": True, "data": True, "trainer": True, "head_precision": True,
+                  "reward": {"function", "functions", "verifier", "scoring", "combine"},
+                  "loss": {"top_entropy_frac", "cov_frac", "clip_cov_lb", "clip_cov_ub", "kl_cov_coef",
+                           "sapo_tau_pos", "sapo_tau_neg", "off_policy_mask"},
                   "vllm": {"tis_mode"}, "curriculum": {"retire_at"}}
 
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from grpo_lab.cli import app
+from grpo_lab.models.precision import HEAD_PRECISIONS
 from grpo_lab.rewards.sandbox.isolation import ISOLATIONS
 from grpo_lab.rewards.shaping import LENGTH_PENALTIES
 from grpo_lab.rollout import ENGINES
@@ -70,6 +71,7 @@ REGISTRIES = {
     (C.RunConfig, "prompt_register"): REGISTERS,
     (DataConfig, "format"): DATA_FORMATS,
     (C.RunConfig, "dtype"): [n for n in ("float32", "bfloat16", "float16") if isinstance(getattr(torch, n), torch.dtype)],
+    (C.RunConfig, "head_precision"): HEAD_PRECISIONS,
 }
 # Options read at several places of the trainer, each handling one value, so no one registry:
 # a new option here needs each of those places.
@@ -81,6 +83,7 @@ SCATTERED = {
     (C.LossConfig, "mask"),  # trainer/scoring.loss_mask
     (C.TrainBackendConfig, "zero_stage"),  # DeepSpeed's own stages, checked in TrainBackendConfig
     (RewardFunctionConfig, "role"),  # trainer/scoring.py sums main functions, adds shape ones as terms
+    (C.RewardConfig, "combine"),  # trainer/scoring.py: sum in function_rewards, the rest in advantages.REWARD_COMBINERS
 }
 
 

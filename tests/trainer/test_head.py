@@ -42,3 +42,27 @@ def test_no_bias_no_entropy_and_tied_weight_gradient_accumulates():
     ref, _ = plain(torch.nn.functional.embedding(ids, emb2) * 2.0, emb2, None, torch.tensor([3, 0, 6]), 1.0)
     ref.sum().backward()
     torch.testing.assert_close(emb.grad, emb2.grad)
+
+
+def test_fp32_compute_from_bf16_weights_matches_the_plain_path_on_the_upcast_values(monkeypatch):
+    from grpo_lab.models.precision import Float32Head
+
+    monkeypatch.setattr(head, "CHUNK_ELEMENTS", 3 * 50)
+    g = torch.Generator().manual_seed(2)
+    h, w, b = (torch.randn(*s, generator=g).bfloat16() for s in ((11, 16), (50, 16), (50,)))
+    c = torch.randint(0, 50, (11,), generator=g)
+    ref = plain(*(t.double() for t in (h, w, b)), c, 0.7)[0]  # exact on the bf16 values
+    leaves = [t.clone().requires_grad_(True) for t in (h, w, b)]
+    ours, _ = chosen_logprobs(*leaves, c, 0.7, compute=torch.float32)
+    ours.sum().backward()
+    bf16, _ = chosen_logprobs(h, w, b, c, 0.7)  # logits rounded to bf16 first
+    error, bf16_error = ((ours.double() - ref) / ref).abs().max(), ((bf16.double() - ref) / ref).abs().max()
+    assert ours.dtype == torch.float32 and error < 1e-6 and bf16_error > 100 * error
+    assert [t.grad.dtype for t in leaves] == [torch.bfloat16] * 3  # gradients in the weights' dtype
+    dense = [t.double().requires_grad_(True) for t in (h, w, b)]
+    plain(*dense, c, 0.7)[0].sum().backward()
+    for ours_grad, ref_grad in zip((t.grad for t in leaves), (t.grad for t in dense)):
+        torch.testing.assert_close(ours_grad.double(), ref_grad, rtol=2e-2, atol=2e-2)  # bf16 storage of the grad
+    module = torch.nn.Linear(16, 50).bfloat16()
+    wrapped = Float32Head(module)
+    assert wrapped.weight is module.weight and wrapped(h).dtype == torch.float32
