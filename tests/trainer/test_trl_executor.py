@@ -76,3 +76,15 @@ def test_kill_9_mid_run_resumes_from_the_trl_checkpoint(tmp_path):
     assert result["start_step"] == books["next_step"] >= 2
     assert [r["step"] for r in run.metrics()] == list(range(60))  # each step once: the killed tail cut back
     assert run.summary().run_id == cfg.run_id() and run.summary().wall_seconds > books["wall_seconds"]
+
+
+def test_a_preempted_trl_run_checkpoints_at_the_step_and_the_next_attempt_finishes_it(tmp_path):
+    from grpo_lab.trainer.grpo import Preempted
+
+    cfg = tiny_cfg(trainer="trl", steps=3, checkpoint_every=10, eval={**EVAL, "every": 10})
+    with pytest.raises(Preempted) as stop:
+        train(cfg, tmp_path, preempt=lambda: True)  # the signal arrived during the first step
+    assert stop.value.next_step == 1 and last_checkpoint(tmp_path / TRL_DIR)[1]["next_step"] == 1
+    steps = []
+    train(cfg, tmp_path, on_step=lambda step, m: steps.append(step))
+    assert steps == [1, 2] and [r["step"] for r in RunDir(tmp_path).metrics()] == [0, 1, 2]
