@@ -167,7 +167,8 @@ _LATER_DEFAULTS = {"sandbox": "bwrap", "data": None, "trainer": "grpo-lab", "hea
 _LATER_SECTION_DEFAULTS = {
     "reward": {"function": None, "functions": [], "verifier": "extract", "scoring": "strict", "combine": "sum"},
     "loss": {"top_entropy_frac": 1.0, "cov_frac": 2e-4, "clip_cov_lb": 1.0, "clip_cov_ub": 5.0, "kl_cov_coef": 1.0,
-             "sapo_tau_pos": 1.0, "sapo_tau_neg": 1.05, "off_policy_mask": None},
+             "sapo_tau_pos": 1.0, "sapo_tau_neg": 1.05, "off_policy_mask": None, "entropy_schedule": "fixed",
+             "entropy_target": 0.2, "entropy_coef_delta": 0.005, "entropy_coef_max": 1.0},
     "vllm": {"tis_mode": "token_truncate"},
     "curriculum": {"retire_at": None},
 }

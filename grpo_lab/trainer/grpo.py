@@ -154,6 +154,7 @@ def after_update(run: RunState, step: int, problems, scored, train_metrics: dict
     run.group_size.update(step, scored.raw.std(dim=1).mean().item())
     if run.adaptive_kl:
         run.adaptive_kl.update(train_metrics.get("kl/mean", 0.0))
+    run.entropy.update(train_metrics["entropy/mean"])
     run.curriculum.observe(problems, scored.raw.mean(dim=1).tolist())
 
 
@@ -197,7 +198,8 @@ def update(run: RunState, parts, advs, masks, old_logp, ref_logp, beta: float, T
     cfg = run.cfg
     lr = cfg.optim.lr * lr_factor(step, cfg.steps, cfg.optim)
     weights = part_weights(parts, masks, cfg.loss.aggregation)
-    ent_mode = "grad" if cfg.loss.entropy_coef else "monitor"
+    entropy_coef = run.entropy.applied()
+    ent_mode = "grad" if entropy_coef else "monitor"
     run.policy.train()
     first: dict[str, float] = {}
     for inner in range(cfg.loss.inner_updates):
@@ -210,7 +212,8 @@ def update(run: RunState, parts, advs, masks, old_logp, ref_logp, beta: float, T
                          if cfg.vllm.tis_cap else (None, {}))
             loss, m = policy_loss(logp, old, ref_logp[i] if ref_logp else None, adv, mask, beta=beta,
                                   cfg=cfg.loss, kl_estimator=cfg.kl.estimator, entropy=entropy,
-                                  norm=cfg.sampling.max_new_tokens, is_weights=is_w, sampling_logp=part.engine_logp)
+                                  norm=cfg.sampling.max_new_tokens, is_weights=is_w, sampling_logp=part.engine_logp,
+                                  entropy_coef=entropy_coef)
             m.update(tis)
             run.backend.backward(loss * w)
             if inner == 0:  # monitoring is about the sampled policy, before any update
@@ -224,7 +227,7 @@ def update(run: RunState, parts, advs, masks, old_logp, ref_logp, beta: float, T
     run.policy.eval()
     return {**first, **{k: v for k, v in metrics.items() if k.startswith("loss/")},
             "train/grad_norm": grad_norm, "train/grad_clip": cfg.optim.grad_clip or 0.0,
-            "train/lr": lr}
+            "train/lr": lr, "loss/entropy_coef": entropy_coef}
 
 
 class Preempted(Exception):

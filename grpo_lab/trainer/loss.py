@@ -245,9 +245,10 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
 
 def policy_loss(
     logp, old_logp, ref_logp, adv, mask, *, beta: float, cfg, kl_estimator: str = "k3", entropy=None,
-    norm: float = 1.0, is_weights=None, sampling_logp=None,
+    norm: float = 1.0, is_weights=None, sampling_logp=None, entropy_coef: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """GRPO objective: aggregate(w * e * M * surrogate + beta * KL - entropy_coef * H) over trained tokens.
+    entropy_coef: the controller's value this step (trainer/schedules.py); None: cfg.entropy_coef.
 
     logp, old_logp, ref_logp, mask, entropy, is_weights, sampling_logp: [B,T]; adv: [B] (one
     advantage per sequence). ref_logp may be None when beta == 0 or when the KL is put in the
@@ -273,8 +274,9 @@ def policy_loss(
         metrics["kl/mean"] = masked_mean(kl.detach(), mask)
         if beta > 0:
             per_token = per_token + beta * kl
-    if entropy is not None and cfg.entropy_coef:
-        per_token = per_token - cfg.entropy_coef * entropy
+    entropy_coef = cfg.entropy_coef if entropy_coef is None else entropy_coef
+    if entropy is not None and entropy_coef:
+        per_token = per_token - entropy_coef * entropy
     loss = aggregate(per_token, mask, cfg.aggregation, norm)
     metrics["loss/policy"] = float(aggregate(surr.detach(), mask, cfg.aggregation, norm))
     metrics["loss/total"] = float(loss.detach())

@@ -1,7 +1,7 @@
-"""Schedules and controllers: learning rate, KL coefficient, temperature, group size.
+"""Schedules and controllers: learning rate, KL coefficient, entropy coefficient, temperature, group size.
 
-The schedules are pure functions of (step, total steps, config). The two controllers (adaptive
-KL, dynamic G) keep a little state and expose it via `state_dict` for checkpoints.
+The schedules are pure functions of (step, total steps, config). The controllers (adaptive KL,
+the entropy coefficient, dynamic G) keep a little state and expose it via `state_dict` for checkpoints.
 """
 
 from __future__ import annotations
@@ -80,6 +80,53 @@ class AdaptiveKL:
 
     def load_state_dict(self, state: dict) -> None:
         self.beta = state["beta"]
+
+
+class FixedEntropy:
+    """The entropy bonus at loss.entropy_coef every step."""
+
+    def __init__(self, cfg):
+        self.coef = cfg.entropy_coef
+
+    def applied(self) -> float:
+        return self.coef
+
+    def update(self, entropy: float) -> None:
+        """Nothing to adjust."""
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Nothing kept."""
+
+
+class AdaptiveEntropy:
+    """Skywork-OR1's adaptive entropy control: after a step of mean token entropy H,
+    c <- min(c + delta, c_max) if H <= target, else max(c - delta, 0); starting at loss.entropy_coef.
+    The bonus applied at the next step is c * 1{H <= target} (TRL's use_adaptive_entropy gates it
+    the same way), so it acts only once entropy has fallen to the target, and grows while it stays
+    there."""
+
+    def __init__(self, cfg):
+        self.cfg, self.coef, self.entropy = cfg, cfg.entropy_coef, None
+
+    def applied(self) -> float:
+        return self.coef if self.entropy is not None and self.entropy <= self.cfg.entropy_target else 0.0
+
+    def update(self, entropy: float) -> None:
+        self.entropy = entropy
+        step = self.cfg.entropy_coef_delta if entropy <= self.cfg.entropy_target else -self.cfg.entropy_coef_delta
+        self.coef = min(max(self.coef + step, 0.0), self.cfg.entropy_coef_max)
+
+    def state_dict(self) -> dict:
+        return {"coef": self.coef, "entropy": self.entropy}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.coef, self.entropy = state["coef"], state["entropy"]
+
+
+ENTROPY_SCHEDULES = {"fixed": FixedEntropy, "adaptive": AdaptiveEntropy}  # loss.entropy_schedule -> controller
 
 
 def temperature_at(step: int, total: int, cfg) -> float:

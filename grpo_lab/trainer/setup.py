@@ -21,7 +21,7 @@ from grpo_lab.trainer.backend import Backend, make_backend, same_on_all_ranks
 from grpo_lab.trainer.curriculum import Curriculum
 from grpo_lab.trainer.evaluate import evaluate
 from grpo_lab.trainer.reference import Reference
-from grpo_lab.trainer.schedules import AdaptiveKL, GroupSize
+from grpo_lab.trainer.schedules import ENTROPY_SCHEDULES, AdaptiveKL, GroupSize
 
 EVAL_SEED = 10_007  # test problems are the same for every run, whatever its seed
 
@@ -45,6 +45,7 @@ class RunState:
     curriculum: Curriculum
     group_size: GroupSize
     adaptive_kl: AdaptiveKL | None
+    entropy: object  # the entropy bonus's controller (schedules.ENTROPY_SCHEDULES)
     eval_problems: dict
     start_step: int = 0
     devices: int = 1  # devices the run holds: the card's `gpus` on CUDA, one process otherwise
@@ -181,6 +182,7 @@ def setup(cfg: RunConfig, out_dir: Path) -> RunState:
                               cfg.difficulty, pool),
         group_size=GroupSize(cfg.sampling),
         adaptive_kl=AdaptiveKL(cfg.kl.beta, cfg.kl.target, cfg.kl.horizon) if cfg.kl.schedule == "adaptive" else None,
+        entropy=ENTROPY_SCHEDULES[cfg.loss.entropy_schedule](cfg.loss),
         eval_problems=eval_problems(cfg, tasks),
         base_weights=base_weights,
     )

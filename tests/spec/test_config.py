@@ -55,7 +55,8 @@ def test_set_override_errors_name_set_not_a_file_line(tmp_path):
 LATER_SETTINGS = {"sandbox": True, "data": True, "trainer": True, "head_precision": True,
                   "reward": {"function", "functions", "verifier", "scoring", "combine"},
                   "loss": {"top_entropy_frac", "cov_frac", "clip_cov_lb", "clip_cov_ub", "kl_cov_coef",
-                           "sapo_tau_pos", "sapo_tau_neg", "off_policy_mask"},
+                           "sapo_tau_pos", "sapo_tau_neg", "off_policy_mask", "entropy_schedule", "entropy_target",
+                           "entropy_coef_delta", "entropy_coef_max"},
                   "vllm": {"tis_mode"}, "curriculum": {"retire_at"}}
 
 

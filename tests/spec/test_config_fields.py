@@ -25,7 +25,7 @@ from grpo_lab.trainer.curriculum import MODES
 from grpo_lab.trainer.executors import EXECUTORS
 from grpo_lab.trainer.loss import AGGREGATIONS, KL_ESTIMATORS, WEIGHTINGS
 from grpo_lab.trainer.reference import UPDATES
-from grpo_lab.trainer.schedules import KL_SCHEDULES, LR_SCHEDULES, WARMUPS
+from grpo_lab.trainer.schedules import ENTROPY_SCHEDULES, KL_SCHEDULES, LR_SCHEDULES, WARMUPS
 from grpo_lab.util.yamlio import ConfigError
 
 
@@ -72,6 +72,7 @@ REGISTRIES = {
     (DataConfig, "format"): DATA_FORMATS,
     (C.RunConfig, "dtype"): [n for n in ("float32", "bfloat16", "float16") if isinstance(getattr(torch, n), torch.dtype)],
     (C.RunConfig, "head_precision"): HEAD_PRECISIONS,
+    (C.LossConfig, "entropy_schedule"): ENTROPY_SCHEDULES,
 }
 # Options read at several places of the trainer, each handling one value, so no one registry:
 # a new option here needs each of those places.

@@ -183,3 +183,12 @@ def test_kl_in_the_reward_subtracts_beta_times_each_completions_summed_kl():
     got = kl_penalised_reward(reward, logps, refs, masks, beta=0.1, kind="k1")
     # k1 = logp - ref: 0.5 + 0 for the first, 0 for the second (its -8 is masked)
     assert got.shape == (1, 2) and got.flatten().tolist() == pytest.approx([1.0 - 0.1 * 0.5, 0.0])
+
+
+def test_the_entropy_coefficient_of_the_step_overrides_the_configured_one():
+    logp = torch.zeros(1, 2, requires_grad=True)
+    entropy = torch.tensor([[0.5, 1.5]])
+    args = dict(beta=0.0, cfg=LossConfig(entropy_coef=0.01), entropy=entropy)
+    fixed, _ = policy_loss(logp, logp.detach(), None, torch.tensor([0.0]), torch.ones(1, 2), **args)
+    adaptive, _ = policy_loss(logp, logp.detach(), None, torch.tensor([0.0]), torch.ones(1, 2), entropy_coef=0.2, **args)
+    assert float(fixed) == pytest.approx(-0.01 * 1.0) and float(adaptive) == pytest.approx(-0.2 * 1.0)  # mean H = 1

@@ -3,10 +3,11 @@ import math
 import pytest
 import torch
 
-from grpo_lab.spec.config import KLConfig, OptimConfig, ReferenceConfig, SamplingConfig
+from grpo_lab.spec.config import KLConfig, LossConfig, OptimConfig, ReferenceConfig, SamplingConfig
 from grpo_lab.trainer.evaluate import pass_at_k
 from grpo_lab.trainer.reference import Reference
 from grpo_lab.trainer.schedules import (
+    ENTROPY_SCHEDULES,
     AdaptiveKL,
     GroupSize,
     beta_at,
@@ -96,3 +97,22 @@ def test_hard_reference_syncs_every_n_steps():
         policy.weight.add_(1.0)
     frozen.update(policy, 2)
     assert torch.equal(frozen.model.weight, w)
+
+
+def test_adaptive_entropy_raises_the_coefficient_only_while_entropy_is_at_the_target_and_gates_it():
+    cfg = LossConfig(entropy_schedule="adaptive", entropy_target=0.2, entropy_coef_delta=0.005, entropy_coef_max=0.012)
+    control = ENTROPY_SCHEDULES["adaptive"](cfg)
+    seen = [control.applied()]  # nothing measured yet: no bonus
+    for entropy in (0.1, 0.15, 0.19, 0.5, 0.5, 0.5):
+        control.update(entropy)
+        seen.append(control.applied())
+    # c: 0.005, 0.010, min(0.015, 0.012); then 0.007, 0.002, max(-0.003, 0) while entropy is above 0.2 (gated: 0)
+    assert seen == pytest.approx([0.0, 0.005, 0.010, 0.012, 0.0, 0.0, 0.0])
+    assert control.coef == 0.0
+    control.update(0.2)  # at the target counts as collapse: up again, and applied
+    restored = ENTROPY_SCHEDULES["adaptive"](cfg)
+    restored.load_state_dict(control.state_dict())
+    assert restored.applied() == pytest.approx(0.005)
+    fixed = ENTROPY_SCHEDULES["fixed"](LossConfig(entropy_coef=0.01))
+    fixed.update(0.0)
+    assert fixed.applied() == 0.01
