@@ -36,7 +36,7 @@ from grpo_lab.util.files import read_json, write_json
 CONFIG, METRICS, COMPLETIONS, EVENTS = "config.json", "metrics.jsonl", "completions.jsonl", "events.jsonl"
 SUMMARY, HEARTBEAT, CHECKPOINT, EVAL = "summary.json", "heartbeat.json", "checkpoint.pt", "eval"
 LOCK = ".lock"
-TRL_DIR = "trl"  # TRL's output_dir: its checkpoints (trainer: trl)
+TRL_DIR, TRL_BOOKS = "trl", "grpo_lab_books.json"  # TRL's output_dir, grpo-lab's books in each checkpoint of it
 BASE_EVAL = "base"
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
+from grpo_lab.rundir import TRL_BOOKS as BOOKS
 from grpo_lab.util.files import write_json
 
-BOOKS = "grpo_lab_books.json"
 # TRL's log keys under grpo-lab's metric names (analysis reads these); all TRL keys are kept as trl/<key>
 RENAMES = {"reward": "reward/mean", "reward_std": "reward/std", "frac_reward_zero_std": "reward/zero_std_frac",
            "completions/mean_length": "length/mean", "completions/clipped_ratio": "length/truncated_frac",
