@@ -171,6 +171,7 @@ _LATER_SECTION_DEFAULTS = {
              "entropy_target": 0.2, "entropy_coef_delta": 0.005, "entropy_coef_max": 1.0},
     "vllm": {"tis_mode": "token_truncate"},
     "curriculum": {"retire_at": None},
+    "sampling": {"staleness": 0},
 }
 
 

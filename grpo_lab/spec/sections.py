@@ -35,6 +35,9 @@ class SamplingConfig(Strict):
     dynamic_sampling: bool = Field(
         False, description="DAPO: drop zero-variance groups and sample more prompts to refill the batch")
     max_refill_rounds: int = Field(3, ge=0, description="dynamic sampling: refill rounds per step at most")
+    staleness: int = Field(
+        0, ge=0, description="asynchronous off-policy training (PipelineRL-k): each step trains on groups sampled "
+                             "this many updates earlier, its ratios taken to the sampler's log-probs; 0: on-policy")
 
 
 class AdvantageConfig(Strict):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import deque
 from pathlib import Path
 
 import torch
@@ -30,6 +31,7 @@ def save(run, next_step: int, out_dir: Path) -> None:
         "group_size": run.group_size.state_dict(),
         "adaptive_kl": run.adaptive_kl.state_dict() if run.adaptive_kl else None,
         "entropy": run.entropy.state_dict(),
+        "pending": list(run.pending),
         "base_eval": run.base_eval,
         "last_eval": run.last_eval,
         "timing": run.timing,
@@ -78,6 +80,7 @@ def load(run, out_dir: Path) -> bool:
         run.adaptive_kl.load_state_dict(state["adaptive_kl"])
     if state.get("entropy"):  # checkpoints from before the entropy controller have none
         run.entropy.load_state_dict(state["entropy"])
+    run.pending = deque(state.get("pending", []))
     run.base_eval, run.last_eval, run.timing = state["base_eval"], state["last_eval"], state["timing"]
     run.wall_seconds = state.get("wall_seconds", sum(run.timing.values()))  # a checkpoint without it: a lower bound
     run.cpu_seconds = state.get("cpu_seconds")  # None: a checkpoint from before it was kept, so unknown

@@ -101,11 +101,10 @@ def logprobs_by_part(model, parts, T: float) -> list[torch.Tensor]:
 
 def train_step(run: RunState, step: int, timer: Timer) -> dict[str, float]:
     cfg = run.cfg
-    progress = step / max(cfg.steps - 1, 1)
-    G, T = run.group_size.G, temperature_at(step, cfg.steps, cfg.sampling)
+    G = run.group_size.G
     beta = run.adaptive_kl.beta if run.adaptive_kl else beta_at(step, cfg.steps, cfg.kl)
 
-    problems, rollout, scored, dropped = sample_groups(run, step, G, T, progress, timer)
+    (problems, rollout, scored, dropped), T, staleness = next_batch(run, step, G, timer)
     batch = build_batch(rollout, run.codec.pad_id, run.device)
     slices = micro_batches(batch, cfg.optim.micro_batch)
     parts = [batch.rows(sl) for sl in slices]
@@ -113,7 +112,9 @@ def train_step(run: RunState, step: int, timer: Timer) -> dict[str, float]:
         ref_logp = logprobs_by_part(run.reference.model, parts, T) if run.reference is not None else None
     kl_in_reward = cfg.kl.in_reward and ref_logp is not None
     with timer("train"):  # pre-update log-probs, computed once for whoever needs them
-        old_logp = logprobs_by_part(run.policy, parts, T) if kl_in_reward or cfg.loss.inner_updates > 1 else None
+        # (with staleness the ratio's denominator is the sampler's log-probs: see update)
+        need_old = kl_in_reward or (cfg.loss.inner_updates > 1 and not cfg.sampling.staleness)
+        old_logp = logprobs_by_part(run.policy, parts, T) if need_old else None
     mask = loss_mask(batch, scored, rollout, run.codec, cfg)
     with timer("advantage"):
         main = scored.main
@@ -138,12 +139,29 @@ def train_step(run: RunState, step: int, timer: Timer) -> dict[str, float]:
         "samples/dropped_groups": dropped,
         "sampling/group_size": G,
         "sampling/temperature": T,
+        "sampling/staleness": staleness,
         "kl/beta": beta,
         **adv_metrics,
         **train_metrics,
         **run.curriculum.metrics(step),
         **({"ref/drift": run.reference.drift(run.policy)} if run.reference is not None else {}),
     }
+
+
+def next_batch(run: RunState, step: int, G: int, timer: Timer):
+    """(the sampled groups step `step` trains on, their temperature, the updates since they were
+    sampled). sampling.staleness k > 0 is asynchronous off-policy training (PipelineRL-k): each step
+    samples, with the current policy, the batch of step + k and trains on the one sampled for it k
+    updates earlier (the first step samples those of steps 0..k with the initial policy), so
+    step t trains on a batch min(t, k) updates stale. Each batch keeps its step's seeds,
+    temperature and progress, and none is sampled past the last step."""
+    cfg = run.cfg
+    # pending holds the batches of steps step .. step + len - 1, sampled and not yet trained on
+    for s in range(step + len(run.pending), min(step + cfg.sampling.staleness, cfg.steps - 1) + 1):
+        T = temperature_at(s, cfg.steps, cfg.sampling)
+        run.pending.append((sample_groups(run, s, G, T, s / max(cfg.steps - 1, 1), timer), T, step))
+    groups, T, sampled_at = run.pending.popleft()
+    return groups, T, step - sampled_at
 
 
 def after_update(run: RunState, step: int, problems, scored, train_metrics: dict) -> None:
@@ -207,7 +225,8 @@ def update(run: RunState, parts, advs, masks, old_logp, ref_logp, beta: float, T
         metrics: dict[str, float] = {}
         for i, (part, adv, mask, w) in enumerate(zip(parts, advs, masks, weights)):
             logp, entropy = token_logprobs(run.policy, part, T, entropy=ent_mode)
-            old = old_logp[i] if old_logp is not None else logp.detach()
+            # stale samples (sampling.staleness): the ratio is to the policy that sampled them
+            old = part.engine_logp if cfg.sampling.staleness else old_logp[i] if old_logp is not None else logp.detach()
             is_w, tis = (tis_weights(old, part.engine_logp, mask, cfg.vllm.tis_cap, cfg.vllm.tis_mode)
                          if cfg.vllm.tis_cap else (None, {}))
             loss, m = policy_loss(logp, old, ref_logp[i] if ref_logp else None, adv, mask, beta=beta,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import platform
 import random
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +59,8 @@ class RunState:
     effective_samples: int = 0
     last_eval: dict = field(default_factory=dict)
     base_weights: str | None = None  # models.weights_digest of the policy before training
+    # sampled batches not yet trained on, oldest first (sampling.staleness > 0): (groups, temperature, step sampled)
+    pending: deque = field(default_factory=deque)
 
     def seed_for(self, step: int, round_: int = 0) -> int:
         """Sampling seed of a step: a resumed run samples what the uninterrupted run would, and

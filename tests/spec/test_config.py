@@ -57,7 +57,7 @@ LATER_SETTINGS = {"sandbox": True, "data": True, "trainer": True, "head_precisio
                   "loss": {"top_entropy_frac", "cov_frac", "clip_cov_lb", "clip_cov_ub", "kl_cov_coef",
                            "sapo_tau_pos", "sapo_tau_neg", "off_policy_mask", "entropy_schedule", "entropy_target",
                            "entropy_coef_delta", "entropy_coef_max"},
-                  "vllm": {"tis_mode"}, "curriculum": {"retire_at"}}
+                  "vllm": {"tis_mode"}, "curriculum": {"retire_at"}, "sampling": {"staleness"}}
 
 
 def test_run_id_changes_with_the_task_generator_version(monkeypatch):
