@@ -57,6 +57,37 @@ def report_sweep(sweep_name: str, out: str | Path | None = None, workspace: str 
         return write_report(sweep_data(found, metric, logit), target)
 
 
+def decide_needs(planned, delta: float, sequence: str = "t", estimand: str = "healthy", sd: float = 0.02,
+                 say=print) -> None:
+    """What `sweep --decide` could decide on this Plan before any run (`plan --decide-delta`):
+    per task the δ decidable at the seed cap, and per comparison the seeds per arm it needs at
+    `delta` with a run-to-run sd of `sd`, each line passed to `say`. ConfigError on a bad option."""
+    from grpo_lab.analysis import decide as dec
+    from grpo_lab.analysis.contrast import contrasts
+    from grpo_lab.execution.waves import DecideOptions, plan_arms, say_needs
+    from grpo_lab.util.yamlio import ConfigError
+
+    dopts = DecideOptions.parse({"delta": delta, "sequence": sequence, "estimand": estimand})
+    if sd < 0:
+        raise ConfigError(f"--decide-sd: {sd} is negative (a run's standard deviation)")
+    comps = contrasts(plan_arms(planned))
+    say_needs(dec.prior_needs(dopts.rule, comps, sd=sd), dopts, len(comps), say)
+
+
+def sweep_verdicts(found) -> tuple[Any, str]:
+    """(the report's verdict table, the closing sentence of its --decide waves, "" without) of a
+    registered sweep (execution.registry.Sweep). ValueError saying why when it has no finished run
+    yet or runs the report refuses to pool; the table is empty when no trick set has a baseline."""
+    from grpo_lab.report import VerdictPolicy
+    from grpo_lab.report.decisions import closing_text
+    from grpo_lab.report.inputs import sweep_data
+    from grpo_lab.report.verdicts import run_stats, verdict_table
+
+    data = sweep_data(found)
+    table = verdict_table(run_stats(data.runs), data.effects, data.interactions, VerdictPolicy(), data.decisions)
+    return table, closing_text(data.decisions)
+
+
 def _find_sweep(session, name: str):
     """The registered sweep `name`, or one ConfigError line naming the known ones."""
     from grpo_lab.execution import registry as reg

@@ -67,20 +67,14 @@ def plan(
         sys.stdout.writelines(p.json_chunks() if as_json else plan_lines(p))
         return
     show_plan(console, p)
-    if decide_delta is not None:  # imported only here: the decide stack pulls in scipy
-        from grpo_lab.analysis import decide as dec
-        from grpo_lab.analysis.contrast import contrasts
-        from grpo_lab.execution.waves import DecideOptions, plan_arms, say_needs
+    if decide_delta is not None:
+        from grpo_lab.api import decide_needs
 
         try:
-            dopts = DecideOptions.parse({"delta": decide_delta, "sequence": sequence.value, "estimand": estimand.value})
-            if decide_sd < 0:
-                raise ConfigError(f"--decide-sd: {decide_sd} is negative (a run's standard deviation)")
+            decide_needs(p, decide_delta, sequence.value, estimand.value, decide_sd,
+                         lambda line: console.print(escape(line)))
         except ConfigError as exc:
             fail(exc)
-        comps = contrasts(plan_arms(p))
-        say_needs(dec.prior_needs(dopts.rule, comps, sd=decide_sd), dopts, len(comps),
-                  lambda line: console.print(escape(line)))
 
 
 @app.command()
@@ -262,20 +256,16 @@ class SweepView:
 
 def verdict_lines(sw) -> list[str]:
     """The end-of-sweep paragraph from the report's verdicts; a line saying why when there are none."""
-    from grpo_lab.report import VerdictPolicy
-    from grpo_lab.report.decisions import closing_text
-    from grpo_lab.report.inputs import sweep_data
-    from grpo_lab.report.verdicts import run_stats, verdict_table
+    from grpo_lab.api import sweep_verdicts
     from grpo_lab.views import decision_summary
 
     try:
-        data = sweep_data(sw)
+        verdicts, closing = sweep_verdicts(sw)
     except ValueError as exc:  # no finished run, or runs the report refuses to pool
         return [f"no verdicts yet: {exc}"]
-    verdicts = verdict_table(run_stats(data.runs), data.effects, data.interactions, VerdictPolicy(), data.decisions)
     if verdicts.is_empty():
         return [f"no verdicts: no trick set has finished runs beside a baseline; `grpo-lab report {sw.name}`"]
-    return decision_summary(verdicts, sw.name, closing_text(data.decisions))
+    return decision_summary(verdicts, sw.name, closing)
 
 
 @app.command()
