@@ -137,7 +137,7 @@ def train_step(run: RunState, step: int, timer: Timer) -> dict[str, float]:
         **sample_metrics(scored, rollout, batch, mask),
         "samples/effective": effective,
         "samples/dropped_groups": dropped,
-        "sampling/group_size": G,
+        "sampling/group_size": scored.raw.size(1),  # the trained batch's: a stale one was sampled at an earlier G
         "sampling/temperature": T,
         "sampling/staleness": staleness,
         "kl/beta": beta,
