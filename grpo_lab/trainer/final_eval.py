@@ -98,14 +98,30 @@ def final_eval(run_dir: str | Path, samples: int, in_attempt: bool = False) -> d
     t0 = time.perf_counter()
     cfg = RunConfig.model_validate(folder.config())
     device, card, tasks, policy, codec = build_policy(cfg)
-    state = checkpoint.read(folder / CHECKPOINT, device)
-    if state["run_id"] != cfg.run_id():
-        raise RuntimeError(f"{folder / CHECKPOINT} belongs to run {state['run_id']}, not {cfg.run_id()}")
-    policy.load_state_dict(state["policy"])
+    if cfg.trainer == "trl":
+        policy, step = _trl_final_policy(folder, cfg, policy, device)
+    else:
+        state = checkpoint.read(folder / CHECKPOINT, device)
+        if state["run_id"] != cfg.run_id():
+            raise RuntimeError(f"{folder / CHECKPOINT} belongs to run {state['run_id']}, not {cfg.run_id()}")
+        policy.load_state_dict(state["policy"])
+        step = state["next_step"]
     policy.eval()
     engine = make_engine(cfg.engine, policy, codec, cfg)
     engine.sync_weights(policy)
     metrics, rows = measure(cfg, engine, codec, tasks, samples)
     devices = card.gpus if device.type == "cuda" else 1
-    return write_record(folder, samples, state["next_step"], metrics, rows, time.perf_counter() - t0, devices,
-                        in_attempt)
+    return write_record(folder, samples, step, metrics, rows, time.perf_counter() - t0, devices, in_attempt)
+
+
+def _trl_final_policy(folder: RunDir, cfg: RunConfig, policy, device):
+    """(the policy of a finished trainer: trl run's newest TRL checkpoint, the steps it trained):
+    the checkpoint folder is a saved model of the policy's class (trainer/trl_executor.py)."""
+    from grpo_lab.models.loading import from_pretrained
+    from grpo_lab.rundir import TRL_DIR
+    from grpo_lab.trainer.trl_callback import last_checkpoint
+
+    path, books = last_checkpoint(folder / TRL_DIR)
+    if path is None or books.get("run_id") != cfg.run_id():
+        raise RuntimeError(f"{folder.path}: no complete TRL checkpoint of run {cfg.run_id()} under {TRL_DIR}/")
+    return from_pretrained(type(policy), path, dtype=policy.dtype).to(device), books["next_step"]

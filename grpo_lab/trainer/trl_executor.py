@@ -12,22 +12,25 @@ read it the same way.
 
 Phases timed: setup, rollout (generation), reward, train (the rest of TRL's optimizer steps:
 reference and old log-probs, loss, backward, update), eval, checkpoint, idle. Not yet: alarms
-(trl_map refuses alarms.stop_on), torchrun/DeepSpeed, vLLM, the eval design's final eval.
+(trl_map refuses alarms.stop_on), torchrun/DeepSpeed, vLLM, and the eval-only attempt's final eval
+of a finished TRL run (the one made at the end of training is done here).
 """
 
 from __future__ import annotations
 
 import platform
 import time
+import warnings
 from pathlib import Path
 
 import torch
 
-from grpo_lab.models import weights_digest
+from grpo_lab.models import load_card, weights_digest
 from grpo_lab.rundir import BASE_EVAL, RunDir, Summary, TRL_DIR
 from grpo_lab.spec.trl_map import grpo_config_keys, updates_per_step
 from grpo_lab.trainer.checkpoint import MetricsLog
 from grpo_lab.trainer.evaluate import evaluate
+from grpo_lab.trainer.final_eval import final_eval_in_run
 from grpo_lab.trainer.grpo import Clock, Preempted, Timer
 from grpo_lab.trainer.setup import EVAL_SEED, build_policy, device_hours, eval_problems
 from grpo_lab.trainer.trl_callback import RunFolderCallback, TimedGRPOTrainer, last_checkpoint
@@ -73,6 +76,8 @@ class Evaluator:
 
         self.cfg, self.tasks, self.codec, self.folder = cfg, tasks, codec, RunDir(out_dir)
         self.problems = eval_problems(cfg, tasks)
+        device = next(model.parameters()).device
+        self.devices = load_card(cfg.model).gpus if device.type == "cuda" else 1  # what final_eval records
         self.engine = make_engine("torch", model, codec, cfg)
         self.books, self.log = books, log
 
@@ -148,11 +153,13 @@ def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | N
         raise Preempted(callback.preempted_at)
     summary = run_summary(cfg, books, timer, clock, device, card, base_weights, keys)
     folder.write_summary(summary)
-    if final_samples:
-        import warnings
-
-        warnings.warn(f"{out_dir}: trainer trl does not run the eval design's final eval yet "
-                      f"({final_samples} completions per problem)", stacklevel=2)
+    if final_samples:  # the eval design's final eval, on the policy in memory (trainer/final_eval.py)
+        try:
+            evaluator.engine.sync_weights(trainer.model)
+            final_eval_in_run(evaluator, out_dir, final_samples, cfg.steps)
+        except Exception as exc:  # the trained run stands; the driver asks for the eval again
+            warnings.warn(f"{out_dir}: the final eval at {final_samples} completions per problem failed "
+                          f"({type(exc).__name__}: {exc}); the sweep will ask for it again", stacklevel=2)
     return summary
 
 

@@ -17,6 +17,7 @@ pytest.importorskip("trl", exc_type=ImportError)
 from grpo_lab.analysis.run_metrics import steps_frame, summary_fields  # noqa: E402
 from grpo_lab.execution.worker import execute_attempt  # noqa: E402
 from grpo_lab.rundir import TRL_DIR, RunDir  # noqa: E402
+from grpo_lab.trainer.final_eval import final_eval  # noqa: E402
 from grpo_lab.trainer.setup import setup  # noqa: E402
 from grpo_lab.trainer.trl_callback import last_checkpoint  # noqa: E402
 from grpo_lab.trainer.trl_executor import train  # noqa: E402
@@ -28,8 +29,13 @@ EVAL = {"every": 1, "problems": 6, "samples": 2, "k": [1, 2]}
 def test_a_trl_run_writes_the_run_folder_that_analysis_reads(tmp_path):
     cfg = tiny_cfg(trainer="trl", steps=2, checkpoint_every=1, tricks=["clip_higher"], eval=EVAL)
     seen = []
-    summary = train(cfg, tmp_path / "run", on_step=lambda step, m: seen.append(step))
+    summary = train(cfg, tmp_path / "run", on_step=lambda step, m: seen.append(step), final_samples=4)
     run = RunDir(tmp_path / "run")
+    final = run.final_eval(4)  # --decide's eval design: the final policy again, 4 completions per problem
+    assert final["in_attempt"] and final["step"] == 2 and {r["samples"] for r in final["rows"]} == {4}
+    (run / "eval" / "final-4.json").unlink()  # the eval-only attempt's way: the policy from TRL's checkpoint
+    again = final_eval(run.path, 4)
+    assert not again["in_attempt"] and (again["rows"], again["metrics"]) == (final["rows"], final["metrics"])
     assert seen == [0, 1] and run.summary() == summary and summary.run_id == cfg.run_id()
     assert {"eval/pass@1", "eval/pass@2"} <= set(summary.base) and "eval/pass@1" in summary.final
     assert summary.effective_samples > 0 and summary.tokens_generated > 0
