@@ -180,16 +180,17 @@ class LossConfig(Strict):
         1.0, gt=0, le=1, description="the policy term only on this top fraction of trained tokens by entropy "
                                      "(Beyond the 80/20 rule: 0.2); 1: every token")
     off_policy_mask: float | None = Field(
-        None, ge=0, description="DeepSeek-V3.2: drop the policy term of a negative-advantage sequence whose mean "
-                                "per-token log pi_sampler - log pi_theta exceeds this (TRL's off_policy_mask_threshold); "
-                                "None: off")
+        None, ge=0, description="DeepSeek-V3.2: drop the policy term of a negative-advantage sequence whose "
+                                "mean per-token log pi_sampler - log pi_theta exceeds this (TRL's "
+                                "off_policy_mask_threshold); None: off")
     entropy_coef: float = Field(0.0, description="weight of the token-entropy bonus subtracted from the loss "
                                                  "(adaptive: its starting value)")
     entropy_schedule: Literal["fixed", "adaptive"] = Field(
         "fixed", description="the entropy coefficient fixed, or moved by Skywork-OR1's controller: up by "
                              "entropy_coef_delta after a step whose mean token entropy was at most entropy_target, "
                              "down otherwise, and applied only while entropy is at most the target")
-    entropy_target: float = Field(0.2, gt=0, description="adaptive: the mean token entropy (nats) the controller defends")
+    entropy_target: float = Field(
+        0.2, gt=0, description="adaptive: the mean token entropy (nats) the controller defends")
     entropy_coef_delta: float = Field(0.005, ge=0, description="adaptive: the coefficient's step per training step")
     entropy_coef_max: float = Field(1.0, ge=0, description="adaptive: the coefficient's upper bound (its lower is 0)")
     inner_updates: int = Field(1, ge=1, description="optimizer updates per batch of rollouts (> 1: the ratio moves)")

@@ -78,5 +78,6 @@ def off_policy_sequence_mask(
     get_off_policy_mask), to multiply the policy term by.
     """
     m = mask.to(logp.dtype)
-    kl = ((sampling_logp.detach() - logp.detach()) * m).sum(dim=1, keepdim=True) / m.sum(dim=1, keepdim=True).clamp(min=1)
+    drift = ((sampling_logp.detach() - logp.detach()) * m).sum(dim=1, keepdim=True)
+    kl = drift / m.sum(dim=1, keepdim=True).clamp(min=1)
     return ((adv >= 0) | (kl <= threshold)).to(logp.dtype)

@@ -189,6 +189,7 @@ def test_the_entropy_coefficient_of_the_step_overrides_the_configured_one():
     logp = torch.zeros(1, 2, requires_grad=True)
     entropy = torch.tensor([[0.5, 1.5]])
     args = dict(beta=0.0, cfg=LossConfig(entropy_coef=0.01), entropy=entropy)
-    fixed, _ = policy_loss(logp, logp.detach(), None, torch.tensor([0.0]), torch.ones(1, 2), **args)
-    adaptive, _ = policy_loss(logp, logp.detach(), None, torch.tensor([0.0]), torch.ones(1, 2), entropy_coef=0.2, **args)
+    inputs = (logp, logp.detach(), None, torch.tensor([0.0]), torch.ones(1, 2))
+    fixed, _ = policy_loss(*inputs, **args)
+    adaptive, _ = policy_loss(*inputs, entropy_coef=0.2, **args)
     assert float(fixed) == pytest.approx(-0.01 * 1.0) and float(adaptive) == pytest.approx(-0.2 * 1.0)  # mean H = 1
