@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from grpo_lab.execution import registry as reg
 from grpo_lab.rundir import RunDir
-from grpo_lab.spec.budget import Calibration, Measured, estimate, fit_calibration
+from grpo_lab.spec.budget import Calibration, Measured, calibration_key, estimate, fit_calibration
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.spec.model_cards import Hardware, load_card
 
@@ -55,7 +55,8 @@ def from_registry(db_url: str | None, workspace: Path, hardware: Hardware) -> di
 
 
 def calibrations(session: Session, hardware: Hardware) -> dict[str, Calibration]:
-    """model -> Calibration from every finished run of sweeps on ``hardware`` in this registry."""
+    """calibration_key(model, trainer) -> Calibration from every finished run of sweeps on
+    ``hardware`` in this registry."""
     rows = session.scalars(select(reg.SweepRun).join(reg.Sweep).where(reg.Sweep.hardware == hardware.name)).all()
     by_model: dict[str, list[Measured]] = defaultdict(list)
     seen: set[str] = set()
@@ -65,5 +66,6 @@ def calibrations(session: Session, hardware: Hardware) -> dict[str, Calibration]
         seen.add(cell.run_id)
         got = measured(cell.run, hardware)
         if got is not None:
-            by_model[cell.model].append(got)
+            trainer = json.loads(cell.run.config_json).get("trainer", "grpo-lab")
+            by_model[calibration_key(cell.model, trainer)].append(got)
     return {model: cal for model, runs in by_model.items() if (cal := fit_calibration(runs)) is not None}

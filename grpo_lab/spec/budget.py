@@ -149,6 +149,13 @@ def calibrate(est: Estimate, calibration: Calibration | None) -> Estimate:
     return replace(est, phases=phases | {"fixed": calibration.fixed}, calibrated_from=calibration.runs)
 
 
+def calibration_key(model: str, trainer: str = "grpo-lab") -> str:
+    """What a calibration is kept under: the model, and the trainer when it is not grpo-lab's own
+    (TRL's GRPOTrainer took about 7x grpo-lab's seconds per step on the tiny model: one model's
+    runs under two trainers are two calibrations, not one average)."""
+    return model if trainer == "grpo-lab" else f"{model} (trainer {trainer})"
+
+
 def estimate_cells(cells: list[Cell], hardware: Hardware,
                    calibrations: dict[str, Calibration] | None = None) -> list[Estimate]:
     """One estimate per cell of one expansion, computed once per (model, task, trick set):
@@ -160,7 +167,7 @@ def estimate_cells(cells: list[Cell], hardware: Hardware,
         key = (c.model, c.task, c.tricks)
         if key not in cache:
             raw = estimate(c.shared, load_card(c.model), hardware)
-            cache[key] = calibrate(raw, (calibrations or {}).get(c.model))
+            cache[key] = calibrate(raw, (calibrations or {}).get(calibration_key(c.model, c.shared.trainer)))
         out.append(cache[key])
     return out
 

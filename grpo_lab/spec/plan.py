@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from grpo_lab.spec.arm import arm_label
-from grpo_lab.spec.budget import PHASES, Calibration, Estimate, estimate_cells
+from grpo_lab.spec.budget import PHASES, Calibration, Estimate, calibration_key, estimate_cells
 from grpo_lab.spec.matrix import DEFAULT_HARDWARE, Cell, MatrixSpec, expand
 from grpo_lab.spec.model_cards import Hardware, load_hardware
 from grpo_lab.util.names import name_problem
@@ -26,7 +26,7 @@ class Plan:
     limit: float | None  # the budget in device-hours; None: no budget given
     tier: str | None
     price: float  # per device-hour
-    calibrations: dict[str, Calibration] = field(default_factory=dict)  # model -> what corrected its cells
+    calibrations: dict[str, Calibration] = field(default_factory=dict)  # calibration_key -> what corrected its cells
 
     @property
     def total(self) -> float:
@@ -129,7 +129,7 @@ def make_plan(spec: MatrixSpec, hardware: str | None = None, name: str = "matrix
     return Plan(name=spec.name or name, hardware=hw, cells=cells, estimates=estimate_cells(cells, hw, calibrations),
                 warnings=warnings, limit=budget.limit if budget else None, tier=budget.tier if budget else None,
                 price=price, calibrations={m: c for m, c in (calibrations or {}).items()
-                                           if m in {cell.model for cell in cells}})
+                                           if m in {calibration_key(cell.model, cell.shared.trainer) for cell in cells}})
 
 
 def check_data(plan: Plan) -> None:

@@ -83,3 +83,17 @@ def test_the_default_trainer_keeps_run_ids_and_trl_is_a_run_of_its_own():
     cfg = tiny_cfg()
     assert "trainer" not in cfg.identity()
     assert tiny_cfg(trainer="trl").run_id() != cfg.run_id()
+
+
+def test_runs_of_one_model_under_two_trainers_calibrate_their_own_cells():
+    from grpo_lab.spec.budget import Calibration, calibration_key, estimate_cells
+    from grpo_lab.spec.model_cards import load_hardware
+
+    data = {"models": [TINY_FAST], "tasks": ["math"], "tricks": ["baseline"], "base": {"levels": 2, "steps": 2}}
+    ours = expand(parse_matrix(data))
+    trl = expand(parse_matrix({**data, "base": {**data["base"], "trainer": "trl"}}))
+    slow = {calibration_key(TINY_FAST, "trl"): Calibration({"sampling": 8.0, "training": 4.0}, 0.01, 4)}
+    hw = load_hardware("cpu")
+    assert estimate_cells(ours, hw, slow) == estimate_cells(ours, hw)  # TRL's runs do not price grpo-lab's
+    assert estimate_cells(trl, hw, slow)[0].total > estimate_cells(trl, hw)[0].total
+    assert calibration_key(TINY_FAST) == TINY_FAST
