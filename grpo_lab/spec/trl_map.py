@@ -28,9 +28,7 @@ from grpo_lab.util.dicts import flatten
 # with the task grpo-lab builds from the same config), and the trainer choice itself.
 NEUTRAL = ("model", "task", "prompt_register", "difficulty", "levels", "data_path", "data", "device", "sandbox",
            "checkpoint_every", "tricks", "trainer", "steps", "sampling.prompts_per_step", "eval.", "vllm.",
-           "reward.verifier", "reward.scoring", "optim.micro_batch", "alarms.")
-# alarms: the TRL executor runs no detectors; stop_on is the one alarm key that changes a run
-REFUSED_EVEN_IF_NEUTRAL = ("alarms.stop_on",)
+           "reward.verifier", "reward.scoring", "optim.micro_batch", "alarms.")  # grpo-lab's alarms watch TRL runs too
 
 FIXED: dict[str, Any] = {
     "top_k": 0,  # grpo-lab samples the whole distribution (top_p only); TRL's generation default is 50
@@ -143,7 +141,7 @@ def trl_refusals(cfg) -> list[str]:
         if key in RULES:
             if RULES[key](value) is None:
                 out.append(f"setting {key}={value!r} has no TRL equivalent here")
-        elif value != defaults.get(key) and (key in REFUSED_EVEN_IF_NEUTRAL or not key.startswith(NEUTRAL)):
+        elif value != defaults.get(key) and not key.startswith(NEUTRAL):
             out.append(f"setting {key}={value!r} has no TRL mapping")
     return out
 

@@ -3,8 +3,9 @@
 One grpo-lab step is one TRL generation batch and the `updates` optimizer steps TRL takes on it
 (num_iterations x steps_per_generation; spec/trl_map.py). After each such block the callback
 writes one metrics.jsonl line (grpo-lab's metric names, TRL's own under trl/), runs grpo-lab's
-evaluator where grpo-lab's trainer would, calls `on_step` (the worker's heartbeat) and, when the
-worker was asked to give the devices back, has TRL checkpoint and stop there. Every TRL
+evaluator where grpo-lab's trainer would, runs grpo-lab's alarms on the line, calls `on_step`
+(the worker's heartbeat) and, when an alarm in stop_on fired or the worker was asked to give the
+devices back, has TRL checkpoint and stop there. Every TRL
 checkpoint gets grpo-lab's books beside it (BOOKS: evals, clocks, counters), written after TRL's
 own files, so a checkpoint folder holding BOOKS is complete.
 """
@@ -50,10 +51,12 @@ class TimedGRPOTrainer(GRPOTrainer):
 
 class RunFolderCallback(TrainerCallback):
     """Writes the run folder as TRL trains: see the module docstring. `books` is the executor's
-    TRLBooks (evals, clocks, counters); `evaluate(step)` runs grpo-lab's eval after `step`."""
+    TRLBooks (evals, clocks, counters); `evaluate(step)` runs grpo-lab's eval after `step`;
+    `monitor` is grpo-lab's AlarmMonitor (trainer/alarms.py) over each step's metrics line."""
 
-    def __init__(self, books, timer, log, evaluate, updates: int, on_step=None, preempt=None):
-        self.books, self.timer, self.log, self.evaluate = books, timer, log, evaluate
+    def __init__(self, books, timer, log, evaluate, monitor, updates: int, on_step=None, preempt=None):
+        self.books, self.timer, self.log, self.evaluate, self.monitor = books, timer, log, evaluate, monitor
+        self.stop_reason: str | None = None  # the alarm in alarms.stop_on that ended the run
         self.updates, self.on_step, self.preempt = updates, on_step, preempt
         self.block: dict[str, float] = {}
         self.eval_metrics: dict[str, float] = {}
@@ -87,18 +90,30 @@ class RunFolderCallback(TrainerCallback):
                 self.block[key] = value
         if state.global_step % self.updates:
             return
-        step = state.global_step // self.updates - 1
+        self._step_done(state.global_step // self.updates - 1, control, kw.get("model"))
+        self._logged_at = time.perf_counter()
+
+    def _step_done(self, step: int, control, model) -> None:
+        """The step's metrics line, its alarms (an alarm in stop_on ends the run here, evaluated
+        where it stopped, as grpo-lab's trainer does), the heartbeat, and a preemption."""
         metrics = {**{RENAMES[k]: v for k, v in self.block.items() if k in RENAMES},
                    **{f"trl/{k}": v for k, v in self.block.items()}, **self.books.step_metrics(),
                    **self.eval_metrics, **self.timer.pop_step()}
         self.block, self.eval_metrics = {}, {}
+        fired = self.monitor.observe(step, metrics)
+        metrics["alarm/count"] = len(fired)
+        self.stop_reason = self.monitor.stop_reason(step, fired)
+        if self.stop_reason and "eval/pass@1" not in metrics:
+            with self.timer("eval"):
+                self.evaluate(step, model)
         self.log.write(step, metrics)
         if self.on_step:
             self.on_step(step, metrics)
-        if self.preempt is not None and self.preempt() and step + 1 < self.books.steps:
+        if self.stop_reason:
+            control.should_save = control.should_training_stop = True
+        elif self.preempt is not None and self.preempt() and step + 1 < self.books.steps:
             control.should_save = control.should_training_stop = True
             self.preempted_at = step + 1
-        self._logged_at = time.perf_counter()
 
     def on_save(self, args, state, control, **kw):
         """TRL wrote checkpoint-<global step>: add grpo-lab's books, then drop older checkpoints."""

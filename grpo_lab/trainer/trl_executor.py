@@ -11,9 +11,9 @@ read it the same way.
                     a new attempt resumes from the newest complete one (kill -9 included)
 
 Phases timed: setup, rollout (generation), reward, train (the rest of TRL's optimizer steps:
-reference and old log-probs, loss, backward, update), eval, checkpoint, idle. Not yet: alarms
-(trl_map refuses alarms.stop_on), torchrun/DeepSpeed, vLLM, and the eval-only attempt's final eval
-of a finished TRL run (the one made at the end of training is done here).
+reference and old log-probs, loss, backward, update), eval, checkpoint, idle. grpo-lab's alarms
+watch each step's line (events.jsonl; an alarm in stop_on ends the run). Not yet: torchrun or
+DeepSpeed, vLLM (trl_map refuses them).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import torch
 from grpo_lab.models import load_card, weights_digest
 from grpo_lab.rundir import BASE_EVAL, RunDir, Summary, TRL_DIR
 from grpo_lab.spec.trl_map import grpo_config_keys, updates_per_step
+from grpo_lab.trainer.alarms import AlarmMonitor
 from grpo_lab.trainer.checkpoint import MetricsLog
 from grpo_lab.trainer.evaluate import evaluate
 from grpo_lab.trainer.final_eval import final_eval_in_run
@@ -139,7 +140,8 @@ def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | N
     log = MetricsLog(folder, keep_below=books.start_step)
     evaluator = Evaluator(cfg, tasks, codec, policy, out_dir, books, log)
     data = Dataset.from_list([{"prompt": codec.format_prompt(p.prompt), "uid": p.uid} for p in problems])
-    callback = RunFolderCallback(books, timer, log, evaluator, updates_per_step(keys), on_step, preempt)
+    monitor = AlarmMonitor(cfg.alarms, out_dir, books.start_step)
+    callback = RunFolderCallback(books, timer, log, evaluator, monitor, updates_per_step(keys), on_step, preempt)
     trainer = TimedGRPOTrainer(model=policy, reward_funcs=reward, args=grpo_args(cfg, keys, out_dir, device),
                                train_dataset=data, processing_class=processing_class(card, codec),
                                callbacks=[callback], timer=timer)
@@ -151,7 +153,9 @@ def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | N
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     if callback.preempted_at is not None:
         raise Preempted(callback.preempted_at)
-    summary = run_summary(cfg, books, timer, clock, device, card, base_weights, keys)
+    summary = run_summary(cfg, books, timer, clock, device, card, base_weights, keys).model_copy(
+        update={"stopped": callback.stop_reason is not None, "stop_reason": callback.stop_reason,
+                "alarms": monitor.counts})
     folder.write_summary(summary)
     if final_samples:  # the eval design's final eval, on the policy in memory (trainer/final_eval.py)
         try:

@@ -73,8 +73,7 @@ def test_a_matrix_cell_with_an_unmapped_trick_is_refused_at_plan_time_naming_tri
 def test_settings_no_rule_maps_are_refused_and_an_overridden_trick_too():
     assert trl_refusals(tiny_cfg(trainer="grpo-lab", curriculum={"mode": "adaptive"})) == [
         "setting curriculum.mode='adaptive' has no TRL equivalent here"]
-    with pytest.raises(ConfigError, match="alarms.stop_on"):
-        tiny_cfg(trainer="trl", alarms={"stop_on": ["nan"]})
+    tiny_cfg(trainer="trl", alarms={"stop_on": ["nan"]})  # grpo-lab's alarms watch a TRL run too
     with pytest.raises(ConfigError, match="overrides trick 'clip_higher'"):
         tiny_cfg(trainer="trl", tricks=["clip_higher"], after={"loss": {"clip_high": 0.3}})
 
