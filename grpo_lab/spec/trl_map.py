@@ -72,8 +72,9 @@ RULES: dict[str, Rule] = {
     "reward.format": _only("none"),
     "reward.length.kind": _only("none"),
     "reward.mask_truncated": lambda v: {"mask_truncated_completions": v},
-    "reward.function": _only(None),
-    "reward.functions": _only([]),
+    # reward functions are TRL reward_funcs, in order, with their weights (trainer/trl_reward.py)
+    "reward.function": lambda v: {"reward_weights": [1.0]} if v else {},
+    "reward.functions": lambda v: {"reward_weights": [f["weight"] for f in v]} if v else {},
     "kl.beta": lambda v: {"beta": v},
     "kl.schedule": _only("fixed"),
     "kl.estimator": _only("k3"),  # TRL's per-token KL is k3

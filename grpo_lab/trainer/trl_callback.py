@@ -34,19 +34,22 @@ LAST = {"loss", "grad_norm", "learning_rate"}  # of a block's updates, the last;
 
 class TimedGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with its generation and scoring timed into grpo-lab's Timer (rollout, reward);
-    the rest of an optimizer step (reference and old log-probs, loss, backward, update) is train."""
+    the rest of an optimizer step (reference and old log-probs, loss, backward, update) is train.
+    `stats` (trl_reward.BatchStats) sees every generation batch's rewards as TRL combined them."""
 
-    def __init__(self, *args, timer, **kwargs):
-        self.grpo_lab_timer = timer
+    def __init__(self, *args, timer, stats, **kwargs):
+        self.grpo_lab_timer, self.grpo_lab_stats = timer, stats
         super().__init__(*args, **kwargs)
 
     def _generate(self, *args, **kwargs):
         with self.grpo_lab_timer("rollout"):
             return super()._generate(*args, **kwargs)
 
-    def _calculate_rewards(self, *args, **kwargs):
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         with self.grpo_lab_timer("reward"):
-            return super()._calculate_rewards(*args, **kwargs)
+            per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            self.grpo_lab_stats(inputs, completions, completion_ids_list, per_func, self.reward_weights)
+        return per_func
 
 
 class RunFolderCallback(TrainerCallback):
@@ -97,6 +100,8 @@ class RunFolderCallback(TrainerCallback):
         """The step's metrics line, its alarms (an alarm in stop_on ends the run here, evaluated
         where it stopped, as grpo-lab's trainer does), the heartbeat, and a preemption."""
         metrics = {**{RENAMES[k]: v for k, v in self.block.items() if k in RENAMES},
+                   **{f"reward/{k.split('/')[1]}": v for k, v in self.block.items()  # each reward function's
+                      if k.startswith("rewards/") and k.endswith("/mean")},
                    **{f"trl/{k}": v for k, v in self.block.items()}, **self.books.step_metrics(),
                    **self.eval_metrics, **self.timer.pop_step()}
         self.block, self.eval_metrics = {}, {}

@@ -4,7 +4,8 @@ read it the same way.
 
     GRPOConfig      spec/trl_map.grpo_config_keys: the run's settings and its tricks' declared switches
     prompts         the problems grpo-lab's curriculum draws for the seed, in order (trl_reward.py)
-    reward_funcs    the task's own score (trl_reward.TaskReward): the same rewards for the same text
+    reward_funcs    the task's own score and the configured reward functions (trl_reward.py), called
+                    as grpo-lab calls them: the same rewards for the same text
     evals           grpo-lab's evaluator on the same test problems and sampling seeds, before
                     training and after every eval.every steps (trl_callback.py)
     checkpoints     TRL's checkpoint-<n> folders under <run>/trl, each with grpo-lab's books;
@@ -35,14 +36,14 @@ from grpo_lab.trainer.final_eval import final_eval_in_run
 from grpo_lab.trainer.grpo import Clock, Preempted, Timer
 from grpo_lab.trainer.setup import EVAL_SEED, build_policy, device_hours, eval_problems
 from grpo_lab.trainer.trl_callback import RunFolderCallback, TimedGRPOTrainer, last_checkpoint
-from grpo_lab.trainer.trl_reward import TaskReward, drawn_problems
+from grpo_lab.trainer.trl_reward import BatchStats, drawn_problems, reward_funcs
 
 
 class TRLBooks:
     """What grpo-lab keeps about a TRL run beside TRL's own state: evals, clocks, counters.
     Saved into every TRL checkpoint (trl_callback.BOOKS) and read back on resume."""
 
-    def __init__(self, cfg, reward: TaskReward, clock: Clock, timer: Timer, saved: dict | None):
+    def __init__(self, cfg, reward: BatchStats, clock: Clock, timer: Timer, saved: dict | None):
         saved = saved or {}
         if saved and saved.get("run_id") != cfg.run_id():
             raise RuntimeError(f"the TRL checkpoint belongs to run {saved.get('run_id')}, not {cfg.run_id()}: "
@@ -129,8 +130,7 @@ def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | N
     device, card, tasks, policy, codec = build_policy(cfg)
     base_weights = weights_digest(policy)
     problems = drawn_problems(cfg, tasks)
-    reward = TaskReward(tasks, problems, cfg.sampling.group_size, keys.get("mask_truncated_completions", False),
-                        codec.eos_id)
+    funcs, reward = reward_funcs(cfg, tasks, problems, keys.get("mask_truncated_completions", False), codec.eos_id)
     checkpoint, saved = last_checkpoint(folder / TRL_DIR)
     saved = saved or {}
     timer = Timer()
@@ -142,9 +142,9 @@ def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | N
     data = Dataset.from_list([{"prompt": codec.format_prompt(p.prompt), "uid": p.uid} for p in problems])
     monitor = AlarmMonitor(cfg.alarms, out_dir, books.start_step)
     callback = RunFolderCallback(books, timer, log, evaluator, monitor, updates_per_step(keys), on_step, preempt)
-    trainer = TimedGRPOTrainer(model=policy, reward_funcs=reward, args=grpo_args(cfg, keys, out_dir, device),
+    trainer = TimedGRPOTrainer(model=policy, reward_funcs=funcs, args=grpo_args(cfg, keys, out_dir, device),
                                train_dataset=data, processing_class=processing_class(card, codec),
-                               callbacks=[callback], timer=timer)
+                               callbacks=[callback], timer=timer, stats=reward)
     trainer.remove_callback(PrinterCallback)  # it prints every log dict; the run folder has them
     timer.total["setup"] = timer.total.get("setup", 0.0) + time.perf_counter() - started[0]
     if books.base_eval is None:

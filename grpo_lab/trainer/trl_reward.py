@@ -2,14 +2,17 @@
 
 The prompts are the problems grpo-lab's curriculum draws for the run's seed, step by step, in the
 order grpo-lab's trainer would draw them (TRL reads them in order: shuffle_dataset is off); the
-reward is the task's score (trainer/scoring.task_scores), so a TRL run and a grpo-lab run of one
-config see the same problems and the same rewards for the same completions.
+rewards are the task's score (trainer/scoring.task_scores) and the configured reward functions,
+called as grpo-lab calls them, so a TRL run and a grpo-lab run of one config see the same problems
+and give the same rewards to the same completions.
 """
 
 from __future__ import annotations
 
 import torch
 
+from grpo_lab.rewards import plugins
+from grpo_lab.spec.sources import TASK_REWARD
 from grpo_lab.trainer.curriculum import Curriculum
 from grpo_lab.trainer.scoring import task_scores, unique_answer_ratio
 
@@ -22,50 +25,91 @@ def drawn_problems(cfg, tasks: dict) -> list:
     return [p for step in range(cfg.steps) for p in curriculum.sample(step, cfg.sampling.prompts_per_step)]
 
 
+def score_batch(tasks: dict, problems: list, completions: list[str]) -> list:
+    """Task scores of a batch, one batched call per task (as trainer/scoring.score_rollout makes)."""
+    by_name = {t.name: t for t in tasks.values()}
+    scores = [None] * len(problems)
+    for name, task in by_name.items():
+        rows = [i for i, p in enumerate(problems) if p.task == name]
+        if rows:
+            for i, s in zip(rows, task_scores(task, [problems[i] for i in rows], [completions[i] for i in rows])):
+                scores[i] = s
+    return scores
+
+
 class TaskReward:
-    """A TRL reward function (its signature: prompts, completions, dataset columns as keywords)
-    that scores with grpo-lab's tasks, and keeps the counts grpo-lab's summary reports.
+    """The task's own score as a TRL reward function (its signature: prompts, completions, the
+    dataset's columns as keywords; the `uid` column names the problem)."""
 
-    TRL calls it once per generation batch: prompts_per_step groups of G consecutive rows
-    (its RepeatSampler repeats each prompt G times in a row), which `stats` relies on."""
+    __name__ = TASK_REWARD  # TRL logs rewards/<__name__>/mean
 
-    __name__ = "task"  # TRL logs rewards/<__name__>/mean
+    def __init__(self, tasks: dict, by_uid: dict):
+        self.tasks, self.by_uid = tasks, by_uid
+        self.last: tuple[list, list] = ([], [])  # (uids, scores) of the last batch, for BatchStats
 
-    def __init__(self, tasks: dict, problems: list, group_size: int, mask_truncated: bool, eos_id: int):
-        self.tasks = {t.name: t for t in tasks.values()}
-        self.by_uid = {p.uid: p for p in problems}
+    def __call__(self, prompts, completions, uid, **_) -> list[float]:
+        scores = score_batch(self.tasks, [self.by_uid[u] for u in uid], completions)
+        self.last = (list(uid), scores)
+        return [s.reward for s in scores]
+
+
+class PluginReward:
+    """A configured reward function (reward.function(s); rewards/plugins.py) as a TRL reward
+    function: called as grpo-lab calls it, with the problem's prompt and columns; None stays None
+    (TRL's NaN, summed as 0 as grpo-lab does). TRL applies its weight (reward_weights)."""
+
+    def __init__(self, rf, by_uid: dict):
+        self.rf, self.by_uid, self.__name__ = rf, by_uid, rf.name
+
+    def __call__(self, prompts, completions, uid, **_) -> list[float | None]:
+        own_prompts, columns = plugins.batch_columns([self.by_uid[u] for u in uid])
+        return plugins.call(self.rf, own_prompts, completions, columns)
+
+
+class BatchStats:
+    """What grpo-lab's summary and metrics line report about a generation batch, from the rewards
+    TRL combined: prompts_per_step groups of G consecutive rows (TRL's RepeatSampler repeats each
+    prompt G times in a row). An effective sample is one whose advantage is non-zero (its reward
+    differs from its group's mean) and that the loss keeps."""
+
+    def __init__(self, tasks: dict, by_uid: dict, task_reward: TaskReward | None, group_size: int,
+                 mask_truncated: bool, eos_id: int):
+        self.tasks, self.by_uid, self.task_reward = tasks, by_uid, task_reward
         self.G, self.mask_truncated, self.eos_id = group_size, mask_truncated, eos_id
         self.counters = {"tokens_generated": 0, "effective_samples": 0}
         self.last: dict[str, float] = {}  # the last batch's metrics, for the step's metrics line
 
-    def __call__(self, prompts, completions, uid, completion_ids=None, **_) -> list[float]:
-        problems = [self.by_uid[u] for u in uid]
-        scores = [None] * len(problems)
-        for name, task in self.tasks.items():  # one batched call per task, as grpo-lab's scoring does
-            rows = [i for i, p in enumerate(problems) if p.task == name]
-            if rows:
-                for i, s in zip(rows, task_scores(task, [problems[i] for i in rows], [completions[i] for i in rows])):
-                    scores[i] = s
-        rewards = [s.reward for s in scores]
-        self.stats(rewards, [s.answer for s in scores], completion_ids)
-        return rewards
-
-    def stats(self, rewards: list[float], answers: list, completion_ids) -> None:
-        """The batch's group metrics and counts. An effective sample is one whose advantage is
-        non-zero (its reward differs from its group's mean) and that the loss keeps."""
-        r = torch.tensor(rewards).view(-1, self.G)
-        lengths = [len(c) for c in completion_ids] if completion_ids is not None else [0] * len(rewards)
-        truncated = torch.tensor([self.eos_id not in c for c in completion_ids] if completion_ids is not None
-                                 else [False] * len(rewards)).view(-1, self.G)
+    def __call__(self, inputs: list[dict], completions: list[str], completion_ids: list, per_func, weights) -> None:
+        uids = [row["uid"] for row in inputs]
+        if self.task_reward is not None and self.task_reward.last[0] == uids:
+            scores = self.task_reward.last[1]
+        else:  # the answers, for the diversity metric, as grpo-lab scores every rollout with its task
+            scores = score_batch(self.tasks, [self.by_uid[u] for u in uids], completions)
+        r = (per_func.detach().cpu() * weights.cpu().unsqueeze(0)).nansum(dim=1).view(-1, self.G)
+        lengths = [len(c) for c in completion_ids]
+        truncated = torch.tensor([self.eos_id not in c for c in completion_ids]).view(-1, self.G)
         moved = (r != r.mean(dim=1, keepdim=True)) & ~(truncated & self.mask_truncated)
         effective = int(moved.sum())
         self.counters["tokens_generated"] += sum(lengths)
         self.counters["effective_samples"] += effective
+        answers = [s.answer for s in scores]
         self.last = {
             "reward/group_std": r.std(dim=1).mean().item(),
             "diversity/unique_answer_ratio": unique_answer_ratio(
                 [answers[g * self.G:(g + 1) * self.G] for g in range(r.size(0))]),
+            "format/ok_frac": sum(s.format_ok for s in scores) / len(scores),
             "samples/effective": effective,
-            "samples/total": len(rewards),
+            "samples/total": len(completions),
             "tokens/generated": sum(lengths),
         }
+
+
+def reward_funcs(cfg, tasks: dict, problems: list, mask_truncated: bool, eos_id: int) -> tuple[list, BatchStats]:
+    """TRL's reward_funcs for the run (the configured reward functions in order, the task's score
+    where none is configured; spec/trl_map gives their weights) and the batch statistics."""
+    by_uid = {p.uid: p for p in problems}
+    configured = plugins.configured(cfg.reward)
+    task = TaskReward(tasks, by_uid)
+    funcs = [task if rf.fn is None else PluginReward(rf, by_uid) for rf in configured] or [task]
+    stats = BatchStats(tasks, by_uid, task if task in funcs else None, cfg.sampling.group_size, mask_truncated, eos_id)
+    return funcs, stats

@@ -106,3 +106,15 @@ def test_an_alarm_in_stop_on_ends_a_trl_run_where_it_fired_and_evaluates_it_ther
     assert summary.alarms["kl_explosion"] == 1 and run.events()[0]["kind"] == "kl_explosion"
     assert [r["step"] for r in run.metrics()] == [0, 1] and [p.name for p in run.eval_files()] == ["problems-000002.json"]
     assert summary.final["eval/pass@1"] is not None
+
+
+def test_configured_reward_functions_are_trls_reward_funcs_with_their_weights(tmp_path):
+    functions = [{"function": "task"}, {"function": "tests/plugins/rewards_file.py:brevity", "weight": 0.5,
+                                        "role": "shape"}]  # a shape term summed into the reward (shape_mode in_main)
+    cfg = tiny_cfg(trainer="trl", steps=1, reward={"functions": functions}, eval={**EVAL, "every": 10})
+    train(cfg, tmp_path)
+    [line] = RunDir(tmp_path).metrics()
+    assert line["reward/mean"] == pytest.approx(line["reward/task"] + 0.5 * line["reward/brevity"], abs=1e-6)
+    assert line["reward/brevity"] > 0 and line["format/ok_frac"] > 0
+    args = torch.load(last_checkpoint(tmp_path / TRL_DIR)[0] / "training_args.bin", weights_only=False)
+    assert args.reward_weights == [1.0, 0.5]
