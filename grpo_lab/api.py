@@ -48,7 +48,7 @@ def report_sweep(sweep_name: str, out: str | Path | None = None, workspace: str 
     (index.html, report.md)."""
     from grpo_lab.execution import registry as reg
     from grpo_lab.report import write_report
-    from grpo_lab.report.inputs import sweep_data
+    from grpo_lab.execution.report_inputs import sweep_data
     from grpo_lab.util.names import inside
 
     with reg.connect(db or reg.default_url(Path(workspace)))() as session:
@@ -80,7 +80,7 @@ def sweep_verdicts(found) -> tuple[Any, str]:
     yet or runs the report refuses to pool; the table is empty when no trick set has a baseline."""
     from grpo_lab.report import VerdictPolicy
     from grpo_lab.report.decisions import closing_text
-    from grpo_lab.report.inputs import sweep_data
+    from grpo_lab.execution.report_inputs import sweep_data
     from grpo_lab.report.verdicts import run_stats, verdict_table
 
     data = sweep_data(found)

@@ -127,7 +127,7 @@ def test_eval_curves_start_at_each_runs_base_eval(swept):
     import polars as pl
 
     from grpo_lab.execution import registry as reg
-    from grpo_lab.report.inputs import sweep_data
+    from grpo_lab.execution.report_inputs import sweep_data
 
     _, ws = swept
     with reg.connect(reg.default_url(ws))() as session:

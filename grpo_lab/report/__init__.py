@@ -4,14 +4,16 @@
     html_path, md_path = write_report(ReportData(runs, steps, effects, interactions, ...), out)
 
 The modules, in the order the report is made:
-    inputs    ReportData (the frames, conformed to their column contracts); sweep_data loads a
-              registered sweep's finished runs into one
+    inputs    ReportData (the frames, conformed to their column contracts); execution/report_inputs
+              loads a registered sweep's finished runs into one
     verdicts  per trick set: means over seeds (run_stats) and the verdict (worth it, harmful, ...);
               the verdict vocabulary's one owner; after --decide it renders analysis/verdict.py's Verdicts
     figures   the figures' data series, their matplotlib drawings and captions
     compute_curves  the compute-curve section: fits, predictions, ceiling and speed verdicts
     forest    the first figure: every effect with its CI, coloured by its verdict
     sections  the content of each report section: its tables, notes and figures
+    recommend, samples, costs, runs  the recommendation box, sample completions, the cost basis,
+              and the runs table every verdict row links to
     render    the Document model, number formatting, and the Markdown and HTML renderers
 and here: write_report, which computes everything, builds the Document and writes the files.
 

@@ -63,7 +63,7 @@ def undecided_price(rows: list[dict[str, Any]], policy: VerdictPolicy) -> tuple[
 
 
 def decide_command(commands: list[str], budget: str) -> str | None:
-    """The report's own sweep command (inputs.reproduce_commands: its name, runner and --decide
+    """The report's own sweep command (execution/report_inputs.reproduce_commands: its name, runner and --decide
     options) with --decide and --budget set; None when the report has none."""
     sweep = next((c for c in commands if c.startswith("grpo-lab sweep ")), None)
     if sweep is None:

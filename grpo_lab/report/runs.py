@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from grpo_lab.rundir import COMPLETIONS, METRICS
 from grpo_lab.report.render import MISSING, Block, Link, Paragraph, Table, TableCell, anchor, num, signed, text
 
 
@@ -42,7 +43,7 @@ def runs_blocks(runs: pl.DataFrame) -> list[Block]:
             num(r.get("pass@1")), signed(r.get("delta_pass@1")),
             "yes" if r.get("collapsed") else "no", text(r.get("diagnosis")),
             Link(text(r.get("run_id")), folder) if folder else text(r.get("run_id")),
-            _file(folder, "completions.jsonl"), _file(folder, "metrics.jsonl"), text(r.get("mlflow_run"))])
+            _file(folder, COMPLETIONS), _file(folder, METRICS), text(r.get("mlflow_run"))])
     return [Paragraph("Every run of every arm: its final pass@1, its gain over the base eval, whether it "
                       "collapsed and, when it learnt nothing, why; its folder, eval samples and step metrics "
                       "(links to this machine's files), and its run's name in MLflow (`grpo-lab ui`)."),

@@ -40,17 +40,15 @@ class RewardFunction:
 def configured(reward_cfg) -> list[RewardFunction]:
     """The config's reward functions (spec.sections.RewardConfig), loaded once per process; the
     task's own score (`task` in reward.functions) has fn None."""
-    return _loaded(tuple((f.function, f.weight, f.label, f.role) for f in reward_cfg.plugin_functions()),
+    return _loaded(tuple((f.function, f.weight, f.label, f.role, f.is_task) for f in reward_cfg.plugin_functions()),
                    "reward.function" if reward_cfg.function else "reward.functions")
 
 
 @lru_cache(maxsize=32)
 def _loaded(specs: tuple, key: str) -> list[RewardFunction]:
-    from grpo_lab.spec.sources import TASK_REWARD
-
     return [RewardFunction(key if key == "reward.function" else f"{key}[{i}]", label, path, w,
-                           role, None if path == TASK_REWARD else load_function(path))
-            for i, (path, w, label, role) in enumerate(specs)]
+                           role, None if is_task else load_function(path))
+            for i, (path, w, label, role, is_task) in enumerate(specs)]
 
 
 def load_function(path: str) -> Callable[..., Any]:

@@ -35,6 +35,11 @@ class RewardFunctionConfig(Strict):
         return path
 
     @property
+    def is_task(self) -> bool:
+        """The task's own score, not a function to load."""
+        return self.function == TASK_REWARD
+
+    @property
     def label(self) -> str:
         return self.name or (TASK_REWARD if self.function == TASK_REWARD else self.function.rsplit(":", 1)[-1])
 

@@ -18,7 +18,7 @@ from grpo_lab.execution.runners.local import LocalRunner
 from grpo_lab.execution.sweep import SweepOptions, open_sweep, plan_for, recover
 from grpo_lab.execution.sweep import totals
 from grpo_lab.execution.waves import DecideOptions, observe, report_rows, run_decide, waves
-from grpo_lab.report.inputs import sweep_data
+from grpo_lab.execution.report_inputs import sweep_data
 from grpo_lab.rundir import RunDir
 from grpo_lab.spec.arm import arm_key
 from grpo_lab.util.yamlio import ConfigError

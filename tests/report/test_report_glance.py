@@ -14,7 +14,7 @@ import pytest
 
 from grpo_lab.report import ReportData, prepare, write_report
 from grpo_lab.report.forest import forest_rows
-from grpo_lab.report.inputs import repo_path, reproduce_commands
+from grpo_lab.execution.report_inputs import repo_path, reproduce_commands
 from grpo_lab.report.render import Image, hours_unit, timestamp
 from grpo_lab.report.sections import build_document
 from tests.report.conftest import SETS, TASKS, make_data
@@ -163,7 +163,7 @@ def test_the_registry_keeps_decide_options_and_adds_the_column_to_old_ones(tmp_p
 def test_a_report_on_a_running_sweep_says_it_is_partial() -> None:
     from types import SimpleNamespace
 
-    from grpo_lab.report.inputs import _partial
+    from grpo_lab.execution.report_inputs import _partial
 
     assert _partial(SimpleNamespace(cells=[1, 2, 3]), [1]) == "1 of 3 cells finished"
     assert _partial(SimpleNamespace(cells=[1, 2]), [1, 2]) is None
