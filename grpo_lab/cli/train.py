@@ -52,13 +52,19 @@ def run(
                   TimeElapsedColumn(), TimeRemainingColumn(), console=console) as bar:
         job = bar.add_task("", total=cfg.steps)
 
-        def on_step(step: int, m: dict) -> None:
-            desc = f"reward {m['reward/mean']:.3f}  kl {m.get('kl/mean', 0):.4f}  len {m['length/mean']:.1f}"
-            if "eval/pass@1" in m:
-                desc += f"  pass@1 {m['eval/pass@1']:.3f}"
-            bar.update(job, completed=step + 1, description=desc)
+        last = {"said": ""}
 
-        summary = executor(cfg.trainer)(cfg, out, on_step=on_step)  # grpo-lab's loop or TRL's GRPOTrainer
+        def on_phase(phase: str) -> None:  # from the first second: setup, the base eval, each step's phases
+            bar.update(job, description=f"[cyan]{phase}[/] {last['said']}")
+
+        def on_step(step: int, m: dict) -> None:
+            seconds = sum(v for k, v in m.items() if k.startswith("timing/"))
+            said = (f"{seconds:.1f} s/step  reward {m['reward/mean']:.3f}  kl {m.get('kl/mean', 0):.4f}  "
+                    f"len {m['length/mean']:.1f}")
+            last["said"] = said + (f"  pass@1 {m['eval/pass@1']:.3f}" if "eval/pass@1" in m else "")
+            bar.update(job, completed=step + 1, description=last["said"])
+
+        summary = executor(cfg.trainer)(cfg, out, on_step=on_step, on_phase=on_phase)  # grpo-lab's or TRL's
     show_summary(console, summary)
     if why := diagnose_run(out):
         console.print(f"[yellow]{escape(why.line())}[/]")

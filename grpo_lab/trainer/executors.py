@@ -1,7 +1,7 @@
 """Cell executors: who trains a run, by its config's `trainer` (spec/config.py).
 
-An executor is a function `train(cfg, out_dir, on_step=None, preempt=None, final_samples=None)
--> Summary` that meets the run folder contract of grpo_lab/rundir.py (docs/executors.md). The
+An executor is a function `train(cfg, out_dir, on_step=None, preempt=None, final_samples=None,
+on_phase=None) -> Summary` that meets the run folder contract of grpo_lab/rundir.py (docs/executors.md). The
 worker looks it up here by name; adding one is a new module and a line in EXECUTORS (and the
 name in RunConfig.trainer's Literal), not a change to the worker or the driver. Modules load on
 first use, so a sweep of grpo-lab runs never imports TRL.

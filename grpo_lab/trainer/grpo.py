@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,15 +38,19 @@ from grpo_lab.trainer.setup import RunState, setup
 
 class Timer:
     """Wall and process-CPU seconds per named phase, accumulated over the run (`timing/<phase>`,
-    `cpu/<phase>`): on a shared CPU box the two disagree, and the report says so."""
+    `cpu/<phase>`): on a shared CPU box the two disagree, and the report says so. `on_phase(name)`
+    hears each phase as it starts: a slow step (SmolLM2 on CPU) shows where it is."""
 
-    def __init__(self):
+    def __init__(self, on_phase: Callable[[str], None] | None = None):
+        self.on_phase = on_phase
         self.total: dict[str, float] = {}
         self.step: dict[str, float] = {}
         self.cpu_step: dict[str, float] = {}
 
     @contextmanager
     def __call__(self, phase: str):
+        if self.on_phase:
+            self.on_phase(phase)
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             yield
@@ -258,7 +263,8 @@ class Preempted(Exception):
         self.next_step = next_step
 
 
-def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_samples: int | None = None) -> Summary:
+def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_samples: int | None = None,
+          on_phase: Callable[[str], None] | None = None) -> Summary:
     """Run (or resume) one GRPO run; returns the summary also written to out_dir/summary.json.
 
     A step on which an alarm kind listed in `alarms.stop_on` fires is logged and checkpointed,
@@ -267,14 +273,17 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
     and phase seconds are carried over from the checkpoint of an earlier attempt, so the summary's
     device-hours cover the whole run (minus work lost after the last checkpoint of a killed
     attempt, which neither counts). `final_samples`: the sweep's eval design asks for the final
-    policy's eval with that many completions per problem too (trainer/final_eval.py)."""
+    policy's eval with that many completions per problem too (trainer/final_eval.py). `on_phase`
+    hears each phase (setup, eval, rollout, reward, train, ...) as it starts."""
     out_dir = Path(out_dir)
     folder = RunDir(out_dir)
     folder.write_config(cfg.model_dump(mode="json"))
     started = time.perf_counter(), time.process_time()
+    if on_phase:
+        on_phase("setup")
     run = setup(cfg, out_dir)
     clock = Clock(run.wall_seconds, run.cpu_seconds, *started)
-    timer = Timer()
+    timer = Timer(on_phase)
     timer.total.update(run.timing)
     timer.total["setup"] = timer.total.get("setup", 0.0) + time.perf_counter() - started[0]
     if run.base_eval is None:

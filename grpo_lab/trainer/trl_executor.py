@@ -116,7 +116,8 @@ def grpo_args(cfg, keys: dict, out_dir: Path, device: torch.device):
         disable_tqdm=True, dataloader_num_workers=0, **keys)  # TRL loads the reference in the policy's dtype
 
 
-def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | None = None) -> Summary:
+def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | None = None,
+          on_phase=None) -> Summary:
     """Run (or resume) one run on TRL's GRPOTrainer; returns the summary written to summary.json.
     The executor interface of trainer/executors.py (docs/executors.md)."""
     from datasets import Dataset
@@ -126,6 +127,8 @@ def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | N
     folder = RunDir(out_dir)
     folder.write_config(cfg.model_dump(mode="json"))
     started = time.perf_counter(), time.process_time()
+    if on_phase:
+        on_phase("setup")
     keys = grpo_config_keys(cfg)
     device, card, tasks, policy, codec = build_policy(cfg)
     base_weights = weights_digest(policy)
@@ -133,7 +136,7 @@ def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | N
     funcs, reward = reward_funcs(cfg, tasks, problems, keys.get("mask_truncated_completions", False), codec.eos_id)
     checkpoint, saved = last_checkpoint(folder / TRL_DIR)
     saved = saved or {}
-    timer = Timer()
+    timer = Timer(on_phase)
     timer.total.update(saved.get("timing") or {})
     clock = Clock(saved.get("wall_seconds", 0.0), saved.get("cpu_seconds", 0.0), *started)
     books = TRLBooks(cfg, reward, clock, timer, saved)

@@ -43,3 +43,4 @@ def test_grpo_lab_run_says_why_a_run_on_a_reward_that_never_pays_taught_nothing(
     assert why is not None and "100% of groups" in why.cause and "never solved" in why.cause
     assert "compact prompts" in why.advice  # the tiny model's card
     assert "taught nothing: 100% of groups" in " ".join(res.output.split())
+    assert " s/step" in res.output  # the progress line states the time a step takes

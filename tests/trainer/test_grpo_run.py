@@ -17,7 +17,11 @@ REQUIRED = ["reward/mean", "reward/zero_std_frac", "adv/std", "kl/mean", "entrop
 
 def test_tiny_run_writes_metrics_and_summary(tmp_path, make_cfg):
     cfg = make_cfg()
-    summary = train(cfg, tmp_path)
+    heard, steps = [], []
+    summary = train(cfg, tmp_path, on_step=lambda step, m: steps.append(len(heard)), on_phase=heard.append)
+    assert heard[:2] == ["setup", "eval"]  # the user sees where a slow run is before its first step ends
+    first = heard[2:steps[0]]
+    assert first[:2] == ["rollout", "reward"] and "train" in first  # each phase of step 0, in order
     rows = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
     for key in REQUIRED:
