@@ -160,14 +160,20 @@ def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | N
         update={"stopped": callback.stop_reason is not None, "stop_reason": callback.stop_reason,
                 "alarms": monitor.counts})
     folder.write_summary(summary)
-    if final_samples:  # the eval design's final eval, on the policy in memory (trainer/final_eval.py)
-        try:
-            evaluator.engine.sync_weights(trainer.model)
-            final_eval_in_run(evaluator, out_dir, final_samples, cfg.steps)
-        except Exception as exc:  # the trained run stands; the driver asks for the eval again
-            warnings.warn(f"{out_dir}: the final eval at {final_samples} completions per problem failed "
-                          f"({type(exc).__name__}: {exc}); the sweep will ask for it again", stacklevel=2)
+    if final_samples:
+        _final_eval(evaluator, trainer.model, out_dir, final_samples, cfg.steps)
     return summary
+
+
+def _final_eval(evaluator: Evaluator, model, out_dir: Path, samples: int, step: int) -> None:
+    """The eval design's final eval, on the policy in memory (trainer/final_eval.py); its failure
+    only warns (the trained run stands; the driver asks for the eval again)."""
+    try:
+        evaluator.engine.sync_weights(model)
+        final_eval_in_run(evaluator, out_dir, samples, step)
+    except Exception as exc:
+        warnings.warn(f"{out_dir}: the final eval at {samples} completions per problem failed "
+                      f"({type(exc).__name__}: {exc}); the sweep will ask for it again", stacklevel=3)
 
 
 def run_summary(cfg, books: TRLBooks, timer: Timer, clock: Clock, device, card, base_weights: str,
