@@ -101,7 +101,27 @@ def processing_class(card, codec):
         from grpo_lab.models.char_tokenizer import char_tokenizer
 
         return char_tokenizer(codec)
-    return codec.tok
+    return plain_prompts(codec.tok)
+
+
+def plain_prompts(tok):
+    """`tok`, or a copy that adds no special token on encode. TRL encodes the prompt text with the
+    tokenizer's defaults, and the prompt grpo-lab formats already holds the chat template's own
+    BOS; a tokenizer that adds one more (Llama's, Mistral's) would train TRL on prompts grpo-lab's
+    sampler and evaluator never see."""
+    import copy
+
+    from tokenizers import processors
+
+    probe = "1 + 1"
+    if tok(probe)["input_ids"] == tok(probe, add_special_tokens=False)["input_ids"]:
+        return tok
+    plain = copy.deepcopy(tok)
+    plain.backend_tokenizer.post_processor = processors.Sequence([])  # where fast tokenizers add them
+    if plain(probe)["input_ids"] != plain(probe, add_special_tokens=False)["input_ids"]:
+        raise RuntimeError(f"{type(tok).__name__} adds special tokens to every prompt and they cannot be turned "
+                           "off for TRL: run this model with trainer: grpo-lab")
+    return plain
 
 
 def grpo_args(cfg, keys: dict, out_dir: Path, device: torch.device):
