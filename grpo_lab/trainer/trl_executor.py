@@ -153,7 +153,7 @@ def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | N
     device, card, tasks, policy, codec = build_policy(cfg)
     base_weights = weights_digest(policy)
     problems = drawn_problems(cfg, tasks)
-    funcs, reward = reward_funcs(cfg, tasks, problems, keys.get("mask_truncated_completions", False), codec.eos_id)
+    funcs, reward = reward_funcs(cfg, tasks, problems, keys.get("mask_truncated_completions", False), codec)
     checkpoint, saved = last_checkpoint(folder / TRL_DIR)
     saved = saved or {}
     timer = Timer(on_phase)
@@ -209,8 +209,8 @@ def run_summary(cfg, books: TRLBooks, timer: Timer, clock: Clock, device, card, 
         **device_hours(timer.total, wall, card.gpus if device.type == "cuda" else 1, device.type,
                        counts["effective_samples"]),
         tokens_generated=counts["tokens_generated"],
-        # completion tokens, once per optimizer pass over them (TRL trains on no prompt token)
-        tokens_trained=counts["tokens_generated"] * keys.get("num_iterations", 1),
+        # prompt and completion tokens forwarded, once per optimizer pass over them (as grpo-lab counts)
+        tokens_trained=counts.get("tokens_forwarded", 0) * keys.get("num_iterations", 1),
         effective_samples=counts["effective_samples"],
         device=str(device), host=platform.node(), base_weights=base_weights,
         cpu_kernels=torch.backends.cpu.get_cpu_capability(),

@@ -73,10 +73,11 @@ class BatchStats:
     differs from its group's mean) and that the loss keeps."""
 
     def __init__(self, tasks: dict, by_uid: dict, task_reward: TaskReward | None, group_size: int,
-                 mask_truncated: bool, eos_id: int):
+                 mask_truncated: bool, codec):
         self.tasks, self.by_uid, self.task_reward = tasks, by_uid, task_reward
-        self.G, self.mask_truncated, self.eos_id = group_size, mask_truncated, eos_id
-        self.counters = {"tokens_generated": 0, "effective_samples": 0}
+        self.G, self.mask_truncated, self.codec = group_size, mask_truncated, codec
+        # tokens_forwarded: prompt and completion tokens of every row, what grpo-lab counts as trained per pass
+        self.counters = {"tokens_generated": 0, "tokens_forwarded": 0, "effective_samples": 0}
         self.last: dict[str, float] = {}  # the last batch's metrics, for the step's metrics line
 
     def __call__(self, inputs: list[dict], completions: list[str], completion_ids: list, per_func, weights) -> None:
@@ -87,10 +88,12 @@ class BatchStats:
             scores = score_batch(self.tasks, [self.by_uid[u] for u in uids], completions)
         r = (per_func.detach().cpu() * weights.cpu().unsqueeze(0)).nansum(dim=1).view(-1, self.G)
         lengths = [len(c) for c in completion_ids]
-        truncated = torch.tensor([self.eos_id not in c for c in completion_ids]).view(-1, self.G)
+        forwarded = sum(lengths) + sum(len(self.codec.encode(row["prompt"])) for row in inputs)
+        truncated = torch.tensor([self.codec.eos_id not in c for c in completion_ids]).view(-1, self.G)
         moved = (r != r.mean(dim=1, keepdim=True)) & ~(truncated & self.mask_truncated)
         effective = int(moved.sum())
         self.counters["tokens_generated"] += sum(lengths)
+        self.counters["tokens_forwarded"] += forwarded
         self.counters["effective_samples"] += effective
         answers = [s.answer for s in scores]
         self.last = {
@@ -101,15 +104,16 @@ class BatchStats:
             "samples/effective": effective,
             "samples/total": len(completions),
             "tokens/generated": sum(lengths),
+            "tokens/trained": forwarded,
         }
 
 
-def reward_funcs(cfg, tasks: dict, problems: list, mask_truncated: bool, eos_id: int) -> tuple[list, BatchStats]:
+def reward_funcs(cfg, tasks: dict, problems: list, mask_truncated: bool, codec) -> tuple[list, BatchStats]:
     """TRL's reward_funcs for the run (the configured reward functions in order, the task's score
     where none is configured; spec/trl_map gives their weights) and the batch statistics."""
     by_uid = {p.uid: p for p in problems}
     configured = plugins.configured(cfg.reward)
     task = TaskReward(tasks, by_uid)
     funcs = [task if rf.fn is None else PluginReward(rf, by_uid) for rf in configured] or [task]
-    stats = BatchStats(tasks, by_uid, task if task in funcs else None, cfg.sampling.group_size, mask_truncated, eos_id)
+    stats = BatchStats(tasks, by_uid, task if task in funcs else None, cfg.sampling.group_size, mask_truncated, codec)
     return funcs, stats

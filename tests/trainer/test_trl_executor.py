@@ -39,6 +39,8 @@ def test_a_trl_run_writes_the_run_folder_that_analysis_reads(tmp_path):
     assert seen == [0, 1] and run.summary() == summary and summary.run_id == cfg.run_id()
     assert {"eval/pass@1", "eval/pass@2"} <= set(summary.base) and "eval/pass@1" in summary.final
     assert summary.effective_samples > 0 and summary.tokens_generated > 0
+    # trained tokens as grpo-lab counts them: prompt and completion, once per update (clip_higher: two)
+    assert summary.tokens_trained == 2 * sum(r["tokens/trained"] for r in run.metrics()) > 2 * summary.tokens_generated
     assert {"setup", "rollout", "reward", "train", "eval", "checkpoint", "idle"} <= set(summary.phase_seconds)
     assert summary.cpu_seconds > 0 and summary.device_hours > 0
     rows = run.metrics()
@@ -60,6 +62,15 @@ def test_a_trl_run_writes_the_run_folder_that_analysis_reads(tmp_path):
     assert (RunDir(tmp_path / "ours").problems() is None and
             json.loads((tmp_path / "ours" / "eval" / "problems-base.json").read_text())
             == json.loads((run / "eval" / "problems-base.json").read_text()))
+
+
+def test_the_newest_trl_checkpoint_without_grpo_labs_books_is_not_resumed_from(tmp_path):
+    for step, books in ((2, {"next_step": 2}), (4, None)):  # a kill -9 while checkpoint-4 was written
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        if books:
+            (tmp_path / f"checkpoint-{step}" / "grpo_lab_books.json").write_text(json.dumps(books))
+    assert last_checkpoint(tmp_path) == (tmp_path / "checkpoint-2", {"next_step": 2})
+    assert last_checkpoint(tmp_path / "none") == (None, None)
 
 
 def test_kill_9_mid_run_resumes_from_the_trl_checkpoint(tmp_path):
