@@ -50,6 +50,7 @@ MLFLOW_STATUS = {
     "killed": "KILLED", "cancelled": "KILLED", "canceled": "KILLED",
     "preempted": "KILLED", "timeout": "KILLED", "interrupted": "KILLED", "running": "RUNNING",
 }
+EVAL_TABLE = "eval/completions.json"  # every eval's sampled completions, one MLflow table
 # Per-sample list columns of completions.jsonl and their one-row-per-sample names.
 SAMPLE_COLUMNS = {"completions": "completion", "rewards": "reward", "advantages": "advantage"}
 
@@ -137,20 +138,22 @@ def summary_metrics(summary: Summary) -> dict[str, float]:
     return {metric_key(k): x for k, x in out.items() if math.isfinite(x)}
 
 
-def completion_tables(rows: Iterable[dict[str, Any]]) -> dict[int, dict[str, list[Any]]]:
-    """completions.jsonl -> {eval step: column dict}, one table row per sampled completion.
+def completion_table(rows: Iterable[dict[str, Any]]) -> dict[str, list[Any]]:
+    """completions.jsonl -> one column dict, one table row per sampled completion of every eval.
 
     Per-sample lists (completions, rewards, advantages) become singular columns; the other fields
-    of a record (prompt, task, ...) repeat on each of its rows.
+    of a record (step, prompt, task, ...) repeat on each of its rows. One table for the whole run,
+    not one per eval: MLflow lists every logged table in one run tag, which a run with a hundred
+    evals would push past the tag's length limit.
     """
-    by_step: dict[int, list[dict[str, Any]]] = {}
+    table: list[dict[str, Any]] = []
     for row in rows:
         samples = {SAMPLE_COLUMNS[k]: v for k, v in row.items() if k in SAMPLE_COLUMNS and isinstance(v, list)}
-        shared = {k: v for k, v in row.items() if k != "step" and k not in SAMPLE_COLUMNS}
+        shared = {"step": int(row.get("step", 0))} | {k: v for k, v in row.items() if k != "step" and k not in SAMPLE_COLUMNS}
         n = max((len(v) for v in samples.values()), default=1)
-        by_step.setdefault(int(row.get("step", 0)), []).extend(
-            shared | {"sample": i} | {c: v[i] if i < len(v) else None for c, v in samples.items()} for i in range(n))
-    return {step: _columns(table) for step, table in by_step.items()}
+        table.extend(shared | {"sample": i} | {c: v[i] if i < len(v) else None for c, v in samples.items()}
+                     for i in range(n))
+    return _columns(table)
 
 
 def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
@@ -363,8 +366,8 @@ class Tracker:
         for name in (CONFIG, SUMMARY, EVENTS):
             if (folder / name).is_file():
                 self.client.log_artifact(run_id, str(folder / name))
-        for step, table in sorted(completion_tables(folder.completions()).items()):
-            self.client.log_table(run_id, data=table, artifact_file=f"eval/completions_step_{step}.json")
+        if completions := folder.completions():
+            self.client.log_table(run_id, data=completion_table(completions), artifact_file=EVAL_TABLE)
         if events := folder.events():
             self.client.log_table(run_id, data=_columns(events), artifact_file="alarms/events.json")
 

@@ -16,7 +16,8 @@ from grpo_lab.util.environment import env_snapshot
 from grpo_lab.rundir import Summary
 from grpo_lab.execution.tracking import (
     Tracker,
-    completion_tables,
+    EVAL_TABLE,
+    completion_table,
     metric_key,
     summary_metrics,
 )
@@ -117,9 +118,10 @@ def test_artifacts_completion_tables_and_alarms(logged, fluent_uri):  # load_tab
     client = tracker.client
     assert {a.path for a in client.list_artifacts(first)} >= {"config.json", "summary.json", "eval"}
     files = [a.path for a in client.list_artifacts(first, "eval")]
-    assert files == ["eval/completions_step_1.json", "eval/completions_step_3.json"]
-    table = client.load_table(tracker.experiment_id, "eval/completions_step_1.json", run_ids=[first])
-    assert {"prompt", "completion", "reward", "sample"} <= set(table.columns) and len(table) == 8  # 4 prompts x 2
+    assert files == [EVAL_TABLE]
+    table = client.load_table(tracker.experiment_id, EVAL_TABLE, run_ids=[first])
+    assert {"step", "prompt", "completion", "reward", "sample"} <= set(table.columns)
+    assert sorted(set(table["step"])) == [1, 3] and len(table) == 16  # 2 evals x 4 prompts x 2 samples
 
     run = client.get_run(second)
     assert run.data.tags["nonfinite_count"] == "1" and run.data.tags["nonfinite_keys"] == "kl/mean"
@@ -291,10 +293,10 @@ def test_a_new_store_keeps_the_default_experiments_artifacts_in_the_workspace(tm
 
 def test_metric_keys_tables_and_summary_metrics():
     assert metric_key("eval/pass@1") == "eval/pass_at_1" and metric_key("a{b}") == "a_b_"
-    tables = completion_tables([{"step": 3, "prompt": "p", "completions": ["a", "b"], "rewards": [1.0, 0.0],
-                                 "advantages": [0.5, -0.5]}])
-    assert tables == {3: {"prompt": ["p", "p"], "sample": [0, 1], "completion": ["a", "b"],
-                          "reward": [1.0, 0.0], "advantage": [0.5, -0.5]}}
+    table = completion_table([{"step": 3, "prompt": "p", "completions": ["a", "b"], "rewards": [1.0, 0.0],
+                               "advantages": [0.5, -0.5]}])
+    assert table == {"step": [3, 3], "prompt": ["p", "p"], "sample": [0, 1], "completion": ["a", "b"],
+                     "reward": [1.0, 0.0], "advantage": [0.5, -0.5]}
     out = summary_metrics(Summary.model_validate({
         "seed": 1, "steps": 4, "device_hours": 0.5, "stopped": True, "unit": "cpu-hours",
         "device_hours_by_phase": {"sampling": 0.3, "train": float("nan")},
@@ -325,3 +327,18 @@ def test_guarded_turns_an_exception_into_a_tracking_warning():
     with pytest.warns(tracking.TrackingWarning, match=r"logging x failed: ValueError: boom"):
         tracking.guarded(lambda: (_ for _ in ()).throw(ValueError("boom")), "logging x")
     assert calls == [1]
+
+
+def test_a_run_with_two_hundred_evals_logs_whole(run_dirs, tmp_path):
+    """MLflow lists each logged table in one run tag of at most 8000 characters: a table per eval
+    broke runs with ~100 evals; one table for all of them keeps any run loggable."""
+    folder = tmp_path / "long"
+    shutil.copytree(run_dirs[0], folder)
+    row = json.loads((folder / "completions.jsonl").read_text().splitlines()[0])
+    (folder / "completions.jsonl").write_text("".join(json.dumps({**row, "step": s}) + "\n" for s in range(200)))
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    parent = tracker.start_sweep("long", ROOT / "matrices" / "quickstart.yaml", {})
+    child = tracker.log_run(parent, {"run_id": "long", "tricks": [], "dimensions": []}, folder, "finished", {"attempt": 1})
+    run = tracker.client.get_run(child)
+    assert run.data.tags["grpo_lab.logged"] == "true"  # set last: logging finished
+    assert [a.path for a in tracker.client.list_artifacts(child, "eval")] == [EVAL_TABLE]
