@@ -30,8 +30,12 @@ class Float32Head(torch.nn.Module):
         super().__init__()
         self.weight, self.bias = head.weight, head.bias
 
+    def compute_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(W, b) upcast as forward uses them, for readers that apply the head themselves (the torch engine)."""
+        return compute_weights(self.weight, self.bias, self.compute_dtype)
+
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        weight, bias = compute_weights(self.weight, self.bias, self.compute_dtype)
+        weight, bias = self.compute_weights()
         return F.linear(hidden.to(self.compute_dtype), weight, bias)
 
 

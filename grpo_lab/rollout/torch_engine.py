@@ -16,7 +16,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from grpo_lab.models.precision import compute_weights
 from grpo_lab.rollout.base import Rollout
 
 FAST_TYPES = {"llama", "qwen2", "mistral"}
@@ -98,7 +97,8 @@ class FusedWeights:
         self.norm = dec.norm.weight
         self.norm_eps = getattr(dec.norm, "variance_epsilon", getattr(dec.norm, "eps", 1e-6))
         head = model.get_output_embeddings()
-        self.head, self.head_bias = compute_weights(head.weight, head.bias, getattr(head, "compute_dtype", None))
+        # A head that computes in another dtype than its weights' (models/precision.py) hands them over upcast.
+        self.head, self.head_bias = head.compute_weights() if hasattr(head, "compute_weights") else (head.weight, head.bias)
         self.inter = dec.layers[0].mlp.gate_proj.out_features
         self.layers = []
         for layer in dec.layers:
