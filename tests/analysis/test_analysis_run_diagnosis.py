@@ -13,6 +13,9 @@ def steps(n=4, **metrics):
 
 def test_a_run_that_learnt_needs_no_diagnosis():
     assert diagnose(0.05, steps(), 40) is None
+    # a gain beyond NO_GAIN is learning, however thin its signal was
+    assert diagnose(0.20, steps(**{"reward/zero_std_frac": 0.9}), 3) is None
+    assert diagnose(0.20, steps(**{"reward/zero_std_frac": 0.97, "reward/mean": 0.3}), 3) is None
     assert diagnose(0.0, [], 0) is None  # nothing logged: nothing to say
 
 
@@ -21,8 +24,10 @@ def test_each_cause_is_named_with_its_numbers():
     assert "answer format" in fmt.cause and "compact prompts" in fmt.advice
     wrong = diagnose(0.0, steps(**{"reward/zero_std_frac": 1.0, "reward/mean": 0.0}), 0)
     assert "100% of groups" in wrong.cause and "never solved" in wrong.cause and "chat template" in wrong.advice
-    right = diagnose(0.06, steps(**{"reward/zero_std_frac": 0.97, "reward/mean": 0.98}), 2)
-    assert "already solved" in right.cause and "harder" in right.advice
+    right = diagnose(0.06, steps(**{"reward/zero_std_frac": 1.0, "reward/mean": 0.98}), 0)
+    assert "already solved" in right.cause and "harder" in right.advice  # no signal: whatever the eval did
+    mixed = diagnose(0.0, steps(**{"reward/zero_std_frac": 0.96, "reward/mean": 0.3}), 100)
+    assert "by every sample or by none" in mixed.cause and "already" not in mixed.cause
     thin = diagnose(0.0, steps(), 3)  # 3 of 64 samples moved the policy
     assert "3 of 64 samples (5%)" in thin.cause and "group_size" in thin.advice
     short = diagnose(0.01, steps(), 40)
