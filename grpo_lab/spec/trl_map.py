@@ -104,14 +104,14 @@ def _defaults() -> dict[str, Any]:
     return flatten(RunConfig().model_dump(mode="json"))
 
 
-def _trick_settings(names: list[str]) -> dict[str, tuple[str, Any]]:
-    """Config key -> (the last applied trick that sets it, its value)."""
+def _trick_settings(names: list[str]) -> dict[str, list[tuple[str, Any]]]:
+    """Config key -> every applied trick that sets it, with its value, in the order applied."""
     from grpo_lab.spec.tricks import get_trick
 
-    out: dict[str, tuple[str, Any]] = {}
+    out: dict[str, list[tuple[str, Any]]] = {}
     for name in names:
         for key, value in flatten(get_trick(name).settings).items():
-            out[key] = (name, value)
+            out.setdefault(key, []).append((name, value))
     return out
 
 
@@ -119,9 +119,31 @@ def _json(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def _switch_conflicts(names: list[str]) -> list[str]:
+    """Two applied switches that set one GRPOConfig key to different values: TRL would train the
+    later one only (sapo then dr_grpo: loss_type=dr_grpo, plain PPO-clip, while grpo-lab trains SAPO)."""
+    out, seen = [], {}
+    for name in names:
+        for key, value in (trl_switch(name) or {}).items():
+            if key in seen and seen[key][1] != value:
+                out.append(f"tricks '{seen[key][0]}' and '{name}' set GRPOConfig {key} to {seen[key][1]!r} and "
+                           f"{value!r}: TRL would train the last one only; drop one of them")
+            seen[key] = (name, value)
+    return out
+
+
+def _overridden(key: str, value: Any, sets: list[tuple[str, Any]]) -> list[str]:
+    """Each trick whose setting of `key` the resolved config no longer holds (a later trick's or
+    the run's own override): its TRL switch would describe a run that is not trained."""
+    by = next((f" (trick '{t}')" for t, v in reversed(sets) if _json(v) == value), "")
+    return [f"setting {key}={value!r}{by} overrides trick '{trick}' ({set_to!r}): its TRL switch "
+            f"no longer describes the run" for trick, set_to in sets
+            if _json(set_to) != value and trl_switch(trick) is not None]
+
+
 def trl_refusals(cfg) -> list[str]:
     """One line per reason `cfg` (a RunConfig) cannot run on TRL: a trick without a TRL switch,
-    a setting no rule maps, a trick's setting overridden after it. [] when it can."""
+    two switches at odds, a setting no rule maps, a trick's setting overridden after it. [] when it can."""
     from grpo_lab.spec.tricks import get_trick
 
     out = []
@@ -130,14 +152,12 @@ def trl_refusals(cfg) -> list[str]:
             eq = get_trick(name).equivalents
             out.append(f"trick '{name}' has no faithful TRL mapping (equivalents.trl: {eq.trl if eq else 'missing'}); "
                        "run it with trainer: grpo-lab")
+    out += _switch_conflicts(list(cfg.tricks))
     by_trick = _trick_settings(list(cfg.tricks))
     defaults = _defaults()
     for key, value in flatten(cfg.model_dump(mode="json")).items():
         if key in by_trick:
-            trick, set_to = by_trick[key]
-            if _json(set_to) != value and trl_switch(trick) is not None:
-                out.append(f"setting {key}={value!r} overrides trick '{trick}' ({set_to!r}): its TRL switch "
-                           f"no longer describes the run")
+            out += _overridden(key, value, by_trick[key])
             continue
         if key in RULES:
             if RULES[key](value) is None:

@@ -96,3 +96,19 @@ def test_runs_of_one_model_under_two_trainers_calibrate_their_own_cells():
     assert estimate_cells(ours, hw, slow) == estimate_cells(ours, hw)  # TRL's runs do not price grpo-lab's
     assert estimate_cells(trl, hw, slow)[0].total > estimate_cells(trl, hw)[0].total
     assert calibration_key(TINY_FAST) == TINY_FAST
+
+
+def test_two_tricks_whose_switches_disagree_are_refused_naming_both_and_the_key():
+    from grpo_lab.spec.config import resolve
+
+    # sapo then dr_grpo: the config trains SAPO with dr_grpo's aggregation, TRL would train loss_type=dr_grpo
+    cfg = resolve({"trainer": "grpo-lab", "tricks": ["sapo", "dr_grpo"]})
+    problems = trl_refusals(cfg)
+    assert any("'sapo' and 'dr_grpo'" in p and "loss_type" in p for p in problems), problems
+    assert any("overrides trick 'sapo'" in p and "(trick 'dr_grpo')" in p for p in problems), problems
+    with pytest.raises(ConfigError, match="tricks 'sapo' and 'dr_grpo' set GRPOConfig loss_type"):
+        resolve({"trainer": "trl", "tricks": ["sapo", "dr_grpo"]})
+    # every applied trick is checked, not only the last one per key: clip_higher's inner updates
+    assert any("overrides trick 'clip_higher'" in p for p in trl_refusals(
+        resolve({"tricks": ["clip_higher", "off_policy_sequence_mask"]})))
+    assert trl_refusals(tiny_cfg(trainer="trl", tricks=["clip_higher", "dual_clip"])) == []  # they agree
