@@ -143,7 +143,8 @@ def _overridden(key: str, value: Any, sets: list[tuple[str, Any]]) -> list[str]:
 
 def trl_refusals(cfg) -> list[str]:
     """One line per reason `cfg` (a RunConfig) cannot run on TRL: a trick without a TRL switch,
-    two switches at odds, a setting no rule maps, a trick's setting overridden after it. [] when it can."""
+    two switches at odds, a setting no rule maps, a trick's setting overridden after it, a generation
+    batch that does not split into its optimizer batches. [] when it can."""
     from grpo_lab.spec.tricks import get_trick
 
     out = []
@@ -164,7 +165,8 @@ def trl_refusals(cfg) -> list[str]:
                 out.append(f"setting {key}={value!r} has no TRL equivalent here")
         elif value != defaults.get(key) and not key.startswith(NEUTRAL):
             out.append(f"setting {key}={value!r} has no TRL mapping")
-    return out
+    split = _split_refusal(cfg, _mapped(cfg))
+    return out + [split] if split else out
 
 
 def trl_switch(name: str) -> dict[str, Any] | None:
@@ -175,6 +177,30 @@ def trl_switch(name: str) -> dict[str, Any] | None:
     return None if eq is None else eq.trl_keys
 
 
+def _mapped(cfg) -> dict[str, Any]:
+    """FIXED, then the rules of the settings no trick sets, then the tricks' switches (later wins);
+    a refused rule or switch adds nothing (trl_refusals names it)."""
+    by_trick = _trick_settings(list(cfg.tricks))
+    keys = dict(FIXED)
+    for key, value in flatten(cfg.model_dump(mode="json")).items():
+        if key in RULES and key not in by_trick:
+            keys.update(RULES[key](value) or {})
+    for name in cfg.tricks:
+        keys.update(trl_switch(name) or {})
+    return keys
+
+
+def _split_refusal(cfg, keys: dict[str, Any]) -> str | None:
+    """Why one generation batch does not split into steps_per_generation equal optimizer batches
+    (TRL raises it at run time), None when it does."""
+    rows = cfg.sampling.prompts_per_step * keys.get("num_generations", cfg.sampling.group_size)
+    per_generation = keys.get("steps_per_generation", 1)
+    if rows % per_generation:
+        return (f"prompts_per_step x group_size ({rows}) does not split into steps_per_generation "
+                f"({per_generation}) equal optimizer batches")
+    return None
+
+
 def grpo_config_keys(cfg) -> dict[str, Any]:
     """GRPOConfig keyword arguments for `cfg` (a RunConfig that trl_refusals passes), with the batch
     and step counts: one grpo-lab step = one generation batch of prompts_per_step x group_size
@@ -182,18 +208,9 @@ def grpo_config_keys(cfg) -> dict[str, Any]:
     problems = trl_refusals(cfg)
     if problems:
         raise ValueError(problems[0])
-    by_trick = _trick_settings(list(cfg.tricks))
-    keys = dict(FIXED)
-    for key, value in flatten(cfg.model_dump(mode="json")).items():
-        if key in RULES and key not in by_trick:
-            keys.update(RULES[key](value))
-    for name in cfg.tricks:
-        keys.update(trl_switch(name))
+    keys = _mapped(cfg)
     rows = cfg.sampling.prompts_per_step * keys["num_generations"]
     per_generation = keys.get("steps_per_generation", 1)
-    if rows % per_generation:
-        raise ValueError(f"prompts_per_step x group_size ({rows}) does not split into steps_per_generation "
-                         f"({per_generation}) equal optimizer batches")
     keys.update(per_device_train_batch_size=rows // per_generation, gradient_accumulation_steps=1,
                 steps_per_generation=per_generation,
                 max_steps=cfg.steps * updates_per_step(keys))

@@ -112,3 +112,15 @@ def test_two_tricks_whose_switches_disagree_are_refused_naming_both_and_the_key(
     assert any("overrides trick 'clip_higher'" in p for p in trl_refusals(
         resolve({"tricks": ["clip_higher", "off_policy_sequence_mask"]})))
     assert trl_refusals(tiny_cfg(trainer="trl", tricks=["clip_higher", "dual_clip"])) == []  # they agree
+
+
+def test_a_generation_batch_that_does_not_split_is_refused_at_plan_time_naming_the_cell(tmp_path):
+    # gspo's steps_per_generation=4 over 3 x 3 rows: TRL would raise only once the run had started
+    data = {"models": [TINY_FAST], "tasks": ["math"], "seeds": [0], "tricks": ["baseline", {"singles": ["gspo"]}],
+            "base": {"trainer": "trl", "levels": 2, "steps": 2, "sampling": {"prompts_per_step": 3, "group_size": 3}}}
+    with pytest.raises(ConfigError) as err:
+        expand(parse_matrix(data, str(tmp_path / "odd.yaml")))
+    message = str(err.value)
+    assert len(message.splitlines()) == 1 and "odd.yaml" in message and "gspo" in message, message
+    assert "(9) does not split into steps_per_generation (4)" in message, message
+    assert trl_refusals(tiny_cfg(tricks=["gspo"])) == []  # 4 x 4 rows split into 4
