@@ -194,3 +194,16 @@ def test_plan_calls_each_reward_once_and_names_the_one_that_breaks(tmp_path):
     assert res.exit_code == 2 and "returned 1 values for 4 completions" in one_error_line(res.output)
     res = runner.invoke(app, ["plan", reward_matrix(tmp_path, "fine")])
     assert res.exit_code == 0, res.output
+
+
+def test_a_trl_run_without_trl_installed_fails_in_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    import importlib.util
+
+    from grpo_lab.execution import driver
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(driver, "find_spec", lambda name, *a: None if name == "trl" else real(name, *a))
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["run", "--set", "trainer=trl", "--out", str(out)])
+    assert res.exit_code == 2 and 'needs TRL 1.16: pip install -e ".[bench]"' in one_error_line(res.output)
+    assert not out.exists()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -92,12 +93,15 @@ def run_sweep(request: SweepRequest, on_event: Events | None = None) -> SweepRes
 
 
 def check_runnable(configs) -> None:
-    """Before anything runs: every model can be loaded (a Hub id answers in one quick request),
-    and the code sandbox runs where a task needs it."""
+    """Before anything runs: the trainer is installed, every model can be loaded (a Hub id answers
+    in one quick request), and the code sandbox runs where a task needs it."""
     from grpo_lab.rewards.sandbox import SandboxError, check_for
     from grpo_lab.spec.model_cards import check_available, load_card
 
     configs = list(configs)
+    # planning never imports TRL (spec/trl_map.py), so without this a sweep registers its cells and every attempt fails
+    if any(c.trainer == "trl" for c in configs) and find_spec("trl") is None:
+        raise ConfigError('trainer trl needs TRL 1.16: pip install -e ".[bench]"')
     try:
         for model in dict.fromkeys(c.model for c in configs):
             check_available(load_card(model))
