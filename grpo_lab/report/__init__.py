@@ -24,6 +24,7 @@ the target), so a crash leaves the previous report or the new one, never half a 
 from __future__ import annotations
 
 import os
+import urllib.parse
 from pathlib import Path
 
 from grpo_lab.analysis import curve_verdicts
@@ -66,7 +67,9 @@ def write_files(doc: Document, out_dir: Path) -> tuple[Path, Path]:
     md_path, html_path = out_dir / "report.md", out_dir / "index.html"
 
     def href(target: str) -> str:  # a run folder, relative to the report so the pair can move together
-        return os.path.relpath(target, out_dir.resolve()) if os.path.isabs(target) else target
+        if not os.path.isabs(target):
+            return target
+        return urllib.parse.quote(os.path.relpath(target, out_dir.resolve()))  # '#', '?', '%' in a path
 
     markdown = render_markdown(doc, lambda image: f"{FIGURE_DIR}/{image.name}.png", href)
     atomic_write(md_path, markdown.encode("utf-8"), durable=True)

@@ -11,6 +11,7 @@ text goes through html.escape (HTML) or a Markdown escape.
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import math
 import re
@@ -137,9 +138,11 @@ TableCell = str | Badge | Link  # one cell of a report table: plain text, a verd
 Href = Callable[[str], str]  # a Link's target -> the href written
 
 
-def anchor(*parts: str) -> str:
-    """A stable HTML id from words: 'arm-tiny-math-ema_reference'."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(parts)).strip("-")
+def anchor(kind: str, *parts: str) -> str:
+    """A stable HTML id for a tuple of names: 'arm-tiny-math-ema_reference-3f2a9c1d', readable, and
+    unique by the digest of the exact tuple (("a-b", "c") and ("a", "b-c") read alike)."""
+    digest = hashlib.sha1("\x1f".join(parts).encode()).hexdigest()[:8]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join((kind, *parts, digest))).strip("-")
 
 
 @dataclass(frozen=True)
