@@ -180,8 +180,9 @@ def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | N
         update={"stopped": callback.stop_reason is not None, "stop_reason": callback.stop_reason,
                 "alarms": monitor.counts})
     folder.write_summary(summary)
-    if final_samples:
-        _final_eval(evaluator, trainer.model, out_dir, final_samples, cfg.steps)
+    if final_samples:  # at the steps trained (an alarm may have stopped the run early), as grpo.py records it
+        trained = trainer.state.global_step // updates_per_step(keys)
+        _final_eval(evaluator, trainer.model, out_dir, final_samples, trained)
     return summary
 
 

@@ -111,9 +111,11 @@ def test_an_alarm_in_stop_on_ends_a_trl_run_where_it_fired_and_evaluates_it_ther
     # KL is 0 at the first step (the policy is the reference) and above 1e-6 at the second: fires there
     alarms = {"warmup": 0, "smooth": 1, "kl_max": 1e-6, "kl_min": 0.0, "stop_on": ["kl_explosion"]}
     cfg = tiny_cfg(trainer="trl", steps=4, checkpoint_every=10, alarms=alarms, eval={**EVAL, "every": 10})
-    summary = train(cfg, tmp_path)
+    summary = train(cfg, tmp_path, final_samples=2)
     run = RunDir(tmp_path)
     assert summary.stopped and summary.stop_reason == "kl_explosion at step 1", summary.stop_reason
+    # the final eval records the steps trained, as grpo-lab's trainer and the eval-only attempt do
+    assert run.final_eval(2)["step"] == 2 == last_checkpoint(tmp_path / TRL_DIR)[1]["next_step"]
     assert summary.alarms["kl_explosion"] == 1 and run.events()[0]["kind"] == "kl_explosion"
     assert [r["step"] for r in run.metrics()] == [0, 1] and [p.name for p in run.eval_files()] == ["problems-000002.json"]
     assert summary.final["eval/pass@1"] is not None
