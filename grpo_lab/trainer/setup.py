@@ -170,19 +170,24 @@ def eval_problems(cfg: RunConfig, tasks: dict) -> dict:
     return {n: t.problems("test", cfg.eval.problems, seed=EVAL_SEED, difficulty=cfg.difficulty) for n, t in tasks.items()}
 
 
+def pool_size(cfg: RunConfig) -> int:
+    """Problems per curriculum pool: a step's prompts for every step, in [256, 4096]. Both trainers'
+    curricula are sized here (trl_reward.drawn_problems), so they draw the same problems for a seed."""
+    return min(max(cfg.steps * cfg.sampling.prompts_per_step, 256), 4096)
+
+
 def setup(cfg: RunConfig, out_dir: Path) -> RunState:
     device, card, tasks, policy, codec = build_policy(cfg)
     base_weights = weights_digest(policy)  # before a backend wraps them or a checkpoint replaces them
     engine = make_engine(cfg.engine, policy, codec, cfg)
     backend = make_backend(cfg, policy)
-    pool = min(max(cfg.steps * cfg.sampling.prompts_per_step, 256), 4096)
     run = RunState(
         cfg=cfg, device=device, tasks=tasks, policy=policy, codec=codec, engine=engine,
         reference=Reference(policy, cfg.reference) if needs_reference(cfg) else None,
         backend=backend, devices=card.gpus if device.type == "cuda" else 1,
         # data-parallel ranks draw different prompts; rank 0 draws what one process would
         curriculum=Curriculum(list(tasks.values()), cfg.curriculum, cfg.steps, cfg.seed + 1_000_003 * backend.rank,
-                              cfg.difficulty, pool),
+                              cfg.difficulty, pool_size(cfg)),
         group_size=GroupSize(cfg.sampling),
         adaptive_kl=AdaptiveKL(cfg.kl.beta, cfg.kl.target, cfg.kl.horizon) if cfg.kl.schedule == "adaptive" else None,
         entropy=ENTROPY_SCHEDULES[cfg.loss.entropy_schedule](cfg.loss),

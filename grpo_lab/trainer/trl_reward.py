@@ -15,13 +15,13 @@ from grpo_lab.rewards import plugins
 from grpo_lab.spec.sources import TASK_REWARD
 from grpo_lab.trainer.curriculum import Curriculum
 from grpo_lab.trainer.scoring import task_scores, unique_answer_ratio
+from grpo_lab.trainer.setup import pool_size
 
 
 def drawn_problems(cfg, tasks: dict) -> list:
     """Every step's prompts_per_step problems, steps in order: what grpo-lab's curriculum draws.
     The uniform curriculum's draws depend on the seed only (trl_map refuses the adaptive ones)."""
-    pool = min(max(cfg.steps * cfg.sampling.prompts_per_step, 256), 4096)  # as trainer/setup.py sizes it
-    curriculum = Curriculum(list(tasks.values()), cfg.curriculum, cfg.steps, cfg.seed, cfg.difficulty, pool)
+    curriculum = Curriculum(list(tasks.values()), cfg.curriculum, cfg.steps, cfg.seed, cfg.difficulty, pool_size(cfg))
     return [p for step in range(cfg.steps) for p in curriculum.sample(step, cfg.sampling.prompts_per_step)]
 
 

@@ -58,3 +58,18 @@ def test_code_token_mask_keeps_only_code_inside_the_fence():
     kept = "".join(ch for ch, keep in zip(text, m) if keep)
     assert kept == "x+1\n" and m[-1] == 1.0
     assert code_token_mask(codec, codec.encode("3*x+1"), codec.eos_id) == [1.0] * 5
+
+
+def test_one_pool_size_sizes_both_trainers_curricula_so_they_draw_the_same_problems():
+    from grpo_lab.trainer.setup import pool_size
+    from grpo_lab.trainer.trl_reward import drawn_problems
+
+    class Distinct(FakeTask):  # a pool of distinct problems, so the draws tell pools apart
+        def problems(self, split, n, seed, difficulty=None):
+            return [Problem(f"p{difficulty}-{seed}-{i}", "math", f"{i}=", "0", "0", difficulty) for i in range(n)]
+
+    cfg = RunConfig(steps=3, sampling={"prompts_per_step": 8}, curriculum={"mode": "uniform"})
+    assert [pool_size(cfg.model_copy(update={"steps": s})) for s in (1, 100, 10_000)] == [256, 800, 4096]
+    ours = Curriculum([Distinct()], cfg.curriculum, cfg.steps, cfg.seed, cfg.difficulty, pool_size(cfg))
+    drawn = drawn_problems(cfg, {"math": Distinct()})
+    assert drawn == [p for s in range(3) for p in ours.sample(s, 8)] and len({p.uid for p in drawn}) > 8
