@@ -12,6 +12,7 @@ that trains after the design was chosen is evaluated so at the end of its own at
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 
 from grpo_lab.rollout import make_engine
@@ -78,6 +79,19 @@ def final_eval_in_run(run, out_dir: Path, samples: int, step: int) -> dict:
     t0 = time.perf_counter()
     metrics, rows = measure(run.cfg, run.engine, run.codec, run.tasks, samples)
     return write_record(RunDir(out_dir), samples, step, metrics, rows, time.perf_counter() - t0, run.devices, True)
+
+
+def final_eval_or_warn(run, out_dir: Path, samples: int, step: int, model=None) -> None:
+    """final_eval_in_run at the end of a training attempt (either trainer's), after its summary is
+    written: a failure only warns (the trained run stands; the driver's eval-only attempt tries
+    again). `model`: weights trained outside run.engine (TRL's trainer), synced into it first."""
+    try:
+        if model is not None:
+            run.engine.sync_weights(model)
+        final_eval_in_run(run, out_dir, samples, step)
+    except Exception as exc:
+        warnings.warn(f"{out_dir}: the final eval at {samples} completions per problem failed "
+                      f"({type(exc).__name__}: {exc}); the sweep will ask for it again", stacklevel=3)
 
 
 def final_eval(run_dir: str | Path, samples: int, in_attempt: bool = False) -> dict:

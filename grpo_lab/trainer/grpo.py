@@ -8,7 +8,6 @@ summary.json. The math lives in advantages.py, loss.py and schedules.py.
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ import torch
 from grpo_lab.rundir import RunDir, Summary
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.trainer import checkpoint
-from grpo_lab.trainer.final_eval import final_eval_in_run
+from grpo_lab.trainer.final_eval import final_eval_or_warn
 from grpo_lab.trainer.advantages import compute_advantages
 from grpo_lab.trainer.alarms import AlarmMonitor, repetition_rate
 from grpo_lab.trainer.batch import build_batch, forwarded_tokens, token_logprobs
@@ -318,7 +317,7 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
     summary = run.summary(timer.total, clock.wall(), stop, monitor.counts, clock.cpu())
     folder.write_summary(summary)
     if final_samples and run.backend.rank == 0:
-        _final_eval(run, out_dir, final_samples, trained)
+        final_eval_or_warn(run, out_dir, final_samples, trained)
     return summary
 
 
@@ -347,13 +346,3 @@ def _evaluate(run: RunState, step: int, out_dir: Path, timer: Timer, log) -> dic
     run.last_eval = metrics
     log.examples(step, examples)
     return metrics
-
-
-def _final_eval(run, out_dir: Path, samples: int, step: int) -> None:
-    """The eval design's final eval, after the summary is written: its failure only warns (the
-    trained run stands; the driver's eval-only attempt tries again)."""
-    try:
-        final_eval_in_run(run, out_dir, samples, step)
-    except Exception as exc:
-        warnings.warn(f"{out_dir}: the final eval at {samples} completions per problem failed "
-                      f"({type(exc).__name__}: {exc}); the sweep will ask for it again", stacklevel=3)

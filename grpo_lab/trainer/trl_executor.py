@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import platform
 import time
-import warnings
 from pathlib import Path
 
 import torch
@@ -32,7 +31,7 @@ from grpo_lab.spec.trl_map import grpo_config_keys, updates_per_step
 from grpo_lab.trainer.alarms import AlarmMonitor
 from grpo_lab.trainer.checkpoint import MetricsLog
 from grpo_lab.trainer.evaluate import evaluate
-from grpo_lab.trainer.final_eval import final_eval_in_run
+from grpo_lab.trainer.final_eval import final_eval_or_warn
 from grpo_lab.trainer.grpo import Clock, Preempted, Timer
 from grpo_lab.trainer.setup import EVAL_SEED, build_policy, device_hours, eval_problems
 from grpo_lab.trainer.trl_callback import RunFolderCallback, TimedGRPOTrainer, last_checkpoint
@@ -182,19 +181,8 @@ def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | N
     folder.write_summary(summary)
     if final_samples:  # at the steps trained (an alarm may have stopped the run early), as grpo.py records it
         trained = trainer.state.global_step // updates_per_step(keys)
-        _final_eval(evaluator, trainer.model, out_dir, final_samples, trained)
+        final_eval_or_warn(evaluator, out_dir, final_samples, trained, model=trainer.model)
     return summary
-
-
-def _final_eval(evaluator: Evaluator, model, out_dir: Path, samples: int, step: int) -> None:
-    """The eval design's final eval, on the policy in memory (trainer/final_eval.py); its failure
-    only warns (the trained run stands; the driver asks for the eval again)."""
-    try:
-        evaluator.engine.sync_weights(model)
-        final_eval_in_run(evaluator, out_dir, samples, step)
-    except Exception as exc:
-        warnings.warn(f"{out_dir}: the final eval at {samples} completions per problem failed "
-                      f"({type(exc).__name__}: {exc}); the sweep will ask for it again", stacklevel=3)
 
 
 def run_summary(cfg, books: TRLBooks, timer: Timer, clock: Clock, device, card, base_weights: str,

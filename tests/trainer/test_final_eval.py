@@ -79,12 +79,13 @@ def test_an_eval_only_attempt_never_trains(tmp_path):
 def test_a_failing_final_eval_leaves_the_trained_run_finished(tmp_path, monkeypatch):
     """The eval at K runs after the summary is written: if it fails (an out-of-memory error is the
     likely cause on a GPU, injected here), the run keeps its summary and the sweep asks again."""
-    import grpo_lab.trainer.grpo as grpo
+    import grpo_lab.trainer.final_eval as final_eval_module
 
     def out_of_memory(*args, **kwargs):
         raise MemoryError("injected")
 
-    monkeypatch.setattr(grpo, "final_eval_in_run", out_of_memory)
+    # both trainers end with final_eval_or_warn, which calls final_eval_in_run
+    monkeypatch.setattr(final_eval_module, "final_eval_in_run", out_of_memory)
     run = tmp_path / "run"
     with pytest.warns(UserWarning, match="final eval at 8 completions per problem failed"):
         summary = train(tiny_cfg(), run, final_samples=8)

@@ -131,3 +131,15 @@ def test_configured_reward_functions_are_trls_reward_funcs_with_their_weights(tm
     assert line["reward/brevity"] > 0 and line["format/ok_frac"] > 0
     args = torch.load(last_checkpoint(tmp_path / TRL_DIR)[0] / "training_args.bin", weights_only=False)
     assert args.reward_weights == [1.0, 0.5]
+
+
+def test_a_failing_final_eval_leaves_the_trained_trl_run_finished(tmp_path, monkeypatch):
+    import grpo_lab.trainer.final_eval as final_eval_module
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError("injected")
+
+    monkeypatch.setattr(final_eval_module, "final_eval_in_run", out_of_memory)  # as grpo-lab's trainer is tested
+    with pytest.warns(UserWarning, match="final eval at 2 completions per problem failed"):
+        summary = train(tiny_cfg(trainer="trl", steps=1, eval={**EVAL, "every": 10}), tmp_path, final_samples=2)
+    assert RunDir(tmp_path).summary() == summary and RunDir(tmp_path).final_eval(2) is None
