@@ -99,9 +99,15 @@ def trick_text(trick) -> Text:
 
 
 def runs_on(trick) -> list[str]:
-    """The trainers (`trainer:` values) that run a trick: TRL only where its switch is declared."""
-    mapped = trick.equivalents is not None and trick.equivalents.trl_keys is not None
-    return ["grpo-lab", "trl"] if mapped else ["grpo-lab"]
+    """The trainers (`trainer:` values) that run a trick: TRL only where planning passes the trick
+    with its `needs`, the settings under which it acts (fp32_lm_head's bf16 is refused under TRL,
+    so a TRL run of it would change nothing)."""
+    from grpo_lab.spec.config import resolve
+    from grpo_lab.spec.trl_map import trl_refusals
+    from grpo_lab.util.dicts import deep_merge
+
+    refused = trl_refusals(resolve(deep_merge(trick.needs, {"tricks": [trick.name]})))
+    return ["grpo-lab"] if refused else ["grpo-lab", "trl"]
 
 
 @app.command("config")

@@ -87,6 +87,15 @@ RULES: dict[str, Rule] = {
     "loss.weighting": _only("token", {"importance_sampling_level": "token"}),
     "loss.top_entropy_frac": lambda v: {"top_entropy_quantile": v},
     "loss.entropy_coef": lambda v: {"entropy_coef": v},
+    # Skywork-OR1's controller (schedules.AdaptiveEntropy) is TRL's use_adaptive_entropy with these
+    # bounds (TRL's entropy_coef_min is its floor, 0); trl_refusals holds it to one update per step
+    "loss.entropy_schedule": lambda v: {"use_adaptive_entropy": v == "adaptive"},
+    "loss.entropy_target": lambda v: {"entropy_target": v},
+    "loss.entropy_coef_delta": lambda v: {"entropy_coef_delta": v},
+    "loss.entropy_coef_max": lambda v: {"entropy_coef_max": v},
+    "loss.off_policy_mask": lambda v: {"off_policy_mask_threshold": v},  # None: off in both
+    "loss.sapo_tau_pos": lambda v: {"sapo_temperature_pos": v},  # read under loss_type sapo only, as here
+    "loss.sapo_tau_neg": lambda v: {"sapo_temperature_neg": v},
     "loss.inner_updates": lambda v: {"num_iterations": v},
     "loss.mask": _only("prompt"),
     "backend.name": _only("torch"),
@@ -165,7 +174,11 @@ def trl_refusals(cfg) -> list[str]:
                 out.append(f"setting {key}={value!r} has no TRL equivalent here")
         elif value != defaults.get(key) and not key.startswith(NEUTRAL):
             out.append(f"setting {key}={value!r} has no TRL mapping")
-    split = _split_refusal(cfg, _mapped(cfg))
+    keys = _mapped(cfg)
+    split = _split_refusal(cfg, keys)
+    if keys.get("use_adaptive_entropy") and updates_per_step(keys) > 1:
+        out.append(f"adaptive entropy control moves its coefficient once per step here and once per optimizer step "
+                   f"in TRL ({updates_per_step(keys)} a step): run it with one update per step or trainer: grpo-lab")
     return out + [split] if split else out
 
 

@@ -124,3 +124,17 @@ def test_a_generation_batch_that_does_not_split_is_refused_at_plan_time_naming_t
     assert len(message.splitlines()) == 1 and "odd.yaml" in message and "gspo" in message, message
     assert "(9) does not split into steps_per_generation (4)" in message, message
     assert trl_refusals(tiny_cfg(tricks=["gspo"])) == []  # 4 x 4 rows split into 4
+
+
+def test_tricks_say_they_run_on_trl_only_where_trl_runs_them_under_their_needs():
+    from grpo_lab.cli.train import runs_on
+
+    catalog = load_catalog()
+    assert runs_on(catalog["fp32_lm_head"]) == ["grpo-lab"]  # it acts under bf16 only, which TRL is refused here
+    assert runs_on(catalog["adaptive_entropy"]) == ["grpo-lab", "trl"]  # its needs' entropy_target maps
+    assert runs_on(catalog["clip_higher"]) == ["grpo-lab", "trl"] and runs_on(catalog["kl_anneal"]) == ["grpo-lab"]
+    keys = grpo_config_keys(tiny_cfg(trainer="trl", tricks=["adaptive_entropy"], loss={"entropy_target": 1.0}))
+    assert keys["use_adaptive_entropy"] and (keys["entropy_target"], keys["entropy_coef_delta"]) == (1.0, 0.005)
+    # TRL moves the coefficient per optimizer step: with two a step it would move twice as fast
+    with pytest.raises(ConfigError, match="once per optimizer step in TRL \\(2 a step\\)"):
+        tiny_cfg(trainer="trl", tricks=["adaptive_entropy", "clip_higher"])
