@@ -150,6 +150,18 @@ def _overridden(key: str, value: Any, sets: list[tuple[str, Any]]) -> list[str]:
             if _json(set_to) != value and trl_switch(trick) is not None]
 
 
+def _switch_overrides(cfg, flat: dict[str, Any], by_trick: dict, defaults: dict[str, Any]) -> list[str]:
+    """A run setting changed from its default (and set by no trick) whose GRPOConfig key a trick's
+    switch sets otherwise: TRL would train the switch's value (cispo with loss.aggregation=seq_mean:
+    TRL's cispo aggregates over tokens). A switch describes its trick over the default settings."""
+    changed = {key: RULES[key](value) or {} for key, value in flat.items()
+               if key in RULES and key not in by_trick and value != defaults.get(key)}
+    return [f"setting {key}={flat[key]!r} maps to GRPOConfig {gkey}={mapped[gkey]!r}, which trick '{name}' "
+            f"switches to {value!r}: TRL would not train the setting"
+            for name in cfg.tricks for gkey, value in (trl_switch(name) or {}).items()
+            for key, mapped in changed.items() if gkey in mapped and mapped[gkey] != value]
+
+
 def trl_refusals(cfg) -> list[str]:
     """One line per reason `cfg` (a RunConfig) cannot run on TRL: a trick without a TRL switch,
     two switches at odds, a setting no rule maps, a trick's setting overridden after it, a generation
@@ -165,7 +177,9 @@ def trl_refusals(cfg) -> list[str]:
     out += _switch_conflicts(list(cfg.tricks))
     by_trick = _trick_settings(list(cfg.tricks))
     defaults = _defaults()
-    for key, value in flatten(cfg.model_dump(mode="json")).items():
+    flat = flatten(cfg.model_dump(mode="json"))
+    out += _switch_overrides(cfg, flat, by_trick, defaults)
+    for key, value in flat.items():
         if key in by_trick:
             out += _overridden(key, value, by_trick[key])
             continue

@@ -138,3 +138,11 @@ def test_tricks_say_they_run_on_trl_only_where_trl_runs_them_under_their_needs()
     # TRL moves the coefficient per optimizer step: with two a step it would move twice as fast
     with pytest.raises(ConfigError, match="once per optimizer step in TRL \\(2 a step\\)"):
         tiny_cfg(trainer="trl", tricks=["adaptive_entropy", "clip_higher"])
+
+
+def test_a_changed_setting_a_tricks_switch_would_replace_in_trl_is_refused():
+    # grpo-lab trains cispo with sequence-mean aggregation; TRL's loss_type=cispo aggregates over tokens
+    with pytest.raises(ConfigError, match="loss.aggregation='seq_mean' maps to GRPOConfig loss_type='grpo', "
+                                          "which trick 'cispo' switches to 'cispo'"):
+        tiny_cfg(trainer="trl", tricks=["cispo"], loss={"aggregation": "seq_mean"})
+    assert grpo_config_keys(tiny_cfg(trainer="trl", tricks=["cispo"]))["loss_type"] == "cispo"  # at the default
