@@ -11,6 +11,7 @@ import pytest
 from grpo_lab.spec.tricks import DIMENSIONS, load_catalog
 from grpo_lab.trainer.grpo import train
 from grpo_lab.util.dicts import deep_merge
+from tests.conftest import ROOT
 
 CATALOG = load_catalog()
 STEPS = 5
@@ -33,16 +34,26 @@ CONTRACT = {"steps": STEPS, "seed": 3, "eval": {"every": 100},
             "reference": {"sync_every": 2}}
 
 
+# The code task's tricks act on tokens (the loss mask), not on solved problems: a one-probe warm
+# start serves them (tiny-fast's to its target took 250 s of CI on a cold cache).
+TASK_MODELS = {"code": str(ROOT / "tests" / "data" / "tiny-fast-code.yaml")}
+
+
+def with_model(needs: dict) -> dict:
+    model = TASK_MODELS.get(needs.get("task"))
+    return deep_merge({"model": model}, needs) if model else needs
+
+
 def baseline_cfg(needs: dict):
     from tests.conftest import tiny_cfg
 
-    return tiny_cfg(**deep_merge(CONTRACT, needs))
+    return tiny_cfg(**deep_merge(CONTRACT, with_model(needs)))
 
 
 def trick_cfg(name: str):
     from tests.conftest import tiny_cfg
 
-    settings = deep_merge(deep_merge(CONTRACT, CATALOG[name].needs), {"tricks": [name]})
+    settings = deep_merge(deep_merge(CONTRACT, with_model(CATALOG[name].needs)), {"tricks": [name]})
     return tiny_cfg(after=CADENCE, **settings)
 
 
