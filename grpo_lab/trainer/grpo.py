@@ -275,11 +275,7 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
     policy's eval with that many completions per problem too (trainer/final_eval.py). `on_phase`
     hears each phase (setup, eval, rollout, reward, train, ...) as it starts."""
     out_dir = Path(out_dir)
-    folder = RunDir(out_dir)
-    folder.write_config(cfg.model_dump(mode="json"))
-    started = time.perf_counter(), time.process_time()
-    if on_phase:
-        on_phase("setup")
+    folder, started = begin(cfg, out_dir, on_phase)
     run = setup(cfg, out_dir)
     clock = Clock(run.wall_seconds, run.cpu_seconds, *started)
     timer = Timer(on_phase)
@@ -319,6 +315,17 @@ def train(cfg: RunConfig, out_dir: Path, on_step=None, preempt=None, final_sampl
     if final_samples and run.backend.rank == 0:
         final_eval_or_warn(run, out_dir, final_samples, trained)
     return summary
+
+
+def begin(cfg: RunConfig, out_dir: Path, on_phase: Callable[[str], None] | None) -> tuple[RunDir, tuple[float, float]]:
+    """What every executor does first: the run folder with its config.json, the (wall, CPU) clock
+    readings the attempt's seconds count from, and the first phase said."""
+    folder = RunDir(out_dir)
+    folder.write_config(cfg.model_dump(mode="json"))
+    started = time.perf_counter(), time.process_time()
+    if on_phase:
+        on_phase("setup")
+    return folder, started
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from grpo_lab.trainer.alarms import AlarmMonitor
 from grpo_lab.trainer.checkpoint import MetricsLog
 from grpo_lab.trainer.evaluate import evaluate
 from grpo_lab.trainer.final_eval import final_eval_or_warn
-from grpo_lab.trainer.grpo import Clock, Preempted, Timer
+from grpo_lab.trainer.grpo import Clock, Preempted, Timer, begin
 from grpo_lab.trainer.setup import EVAL_SEED, build_policy, device_hours, eval_problems
 from grpo_lab.trainer.trl_callback import RunFolderCallback, TimedGRPOTrainer, last_checkpoint
 from grpo_lab.trainer.trl_reward import BatchStats, drawn_problems, reward_funcs
@@ -143,11 +143,7 @@ def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | N
     from transformers import PrinterCallback
 
     out_dir = Path(out_dir)
-    folder = RunDir(out_dir)
-    folder.write_config(cfg.model_dump(mode="json"))
-    started = time.perf_counter(), time.process_time()
-    if on_phase:
-        on_phase("setup")
+    folder, started = begin(cfg, out_dir, on_phase)
     keys = grpo_config_keys(cfg)
     device, card, tasks, policy, codec = build_policy(cfg)
     base_weights = weights_digest(policy)
