@@ -25,10 +25,10 @@ def _file(folder: str | None, name: str) -> TableCell:
 
 
 def runs_blocks(runs: pl.DataFrame) -> list[Block]:
-    """One row per run, grouped by arm (model, task, trick set), seeds in order."""
+    """One row per run, grouped by arm (model, task, trick set), seeds in order; `runs` is
+    ReportData.runs (every RUNS_SCHEMA column present)."""
     if runs.is_empty():
         return [Paragraph("No runs yet.")]
-    has = set(runs.columns)
     ordered = runs.sort(["model", "task", "tricks", "seed"])
     rows: list[list[TableCell]] = []
     ids: list[str] = []
@@ -37,7 +37,7 @@ def runs_blocks(runs: pl.DataFrame) -> list[Block]:
         arm = (r["model"], r["task"], r["tricks"])
         ids.append("" if arm in seen else arm_anchor(*arm))
         seen.add(arm)
-        folder = r.get("folder") if "folder" in has else None
+        folder = r["folder"]  # ReportData conforms runs to RUNS_SCHEMA: the column is always there
         rows.append([
             text(r["model"]), text(r["task"]), text(r["tricks"]), text(r["seed"]), text(r.get("status")),
             num(r.get("pass@1")), signed(r.get("delta_pass@1")),
