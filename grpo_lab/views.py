@@ -297,7 +297,7 @@ def show_plan(console: Console, p: Plan, table: bool = True) -> None:
     phases = ", ".join(f"{k} {fmt_hours(v)}" for k, v in p.phase_totals().items())
     console.print(f"[bold]{len(p.cells)} cells: {fmt_hours(p.total)} {unit}[/] on {p.hardware.name} ({phases}); "
                   f"cost ~{p.cost:,.2f} at {p.price:g} per device-hour")
-    for model in dict.fromkeys(calibration_key(c.model, c.shared.trainer) for c in p.cells):
+    for model in dict.fromkeys(calibration_key(c.shared.model, c.shared.trainer) for c in p.cells):
         cal = p.calibrations.get(model)
         console.print(f"{model}: {cal.describe(unit)}" if cal else
                       f"{model}: estimated from FLOPs alone (no finished run of it on {p.hardware.name} in the registry yet)")

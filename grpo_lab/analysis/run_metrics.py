@@ -17,7 +17,7 @@ import polars as pl
 
 from grpo_lab.analysis import collapse
 from grpo_lab.rundir import CONFIG, METRICS, SUMMARY, RunDir
-from grpo_lab.spec.arm import arm_label
+from grpo_lab.spec.arm import DEFAULT_TRAINER, arm_label, arm_model
 
 STEP_COLUMNS = ("reward/mean", "reward/std", "reward/group_std", "reward/zero_std_frac",
                 "diversity/unique_answer_ratio", "length/mean", "entropy/mean", "kl/mean", "loss/total",
@@ -273,7 +273,9 @@ def summary_fields(folder: Path) -> dict:
         phases, wall = summ.phase_seconds, _num(summ.wall_seconds)
         share = (phases.get("rollout", 0.0) + phases.get("reward", 0.0)) / wall if wall > 0 else math.nan
     return {
-        "run_id": summ.run_id or folder.name, "model": cfg.get("model", summ.model),
+        "run_id": summ.run_id or folder.name,
+        # the arm's model label: runs of one model under two trainers are two arms, never compared
+        "model": arm_model(cfg.get("model", summ.model), cfg.get("trainer") or DEFAULT_TRAINER),
         "task": "+".join(task) if isinstance(task, list) else task,
         "tricks": arm_label(cfg.get("tricks")), "seed": cfg.get("seed", summ.seed),
         "k": max((cfg.get("eval") or {}).get("k") or [1]),

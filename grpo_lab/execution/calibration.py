@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from grpo_lab.execution import registry as reg
 from grpo_lab.rundir import RunDir
+from grpo_lab.spec.arm import split_arm_model
 from grpo_lab.spec.budget import Calibration, Measured, calibration_key, estimate, fit_calibration
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.spec.model_cards import Hardware, load_card
@@ -67,5 +68,5 @@ def calibrations(session: Session, hardware: Hardware) -> dict[str, Calibration]
         got = measured(cell.run, hardware)
         if got is not None:
             trainer = json.loads(cell.run.config_json).get("trainer", "grpo-lab")
-            by_model[calibration_key(cell.model, trainer)].append(got)
+            by_model[calibration_key(split_arm_model(cell.model)[0], trainer)].append(got)
     return {model: cal for model, runs in by_model.items() if (cal := fit_calibration(runs)) is not None}

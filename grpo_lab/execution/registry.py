@@ -115,6 +115,8 @@ class SweepRun(Base):
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.id"))
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"))
     position: Mapped[int]  # order in the matrix expansion
+    # the arm's model label (spec/arm.arm_model): the model, with its trainer when not grpo-lab's
+    # ("tiny (trl)"), so a registry from before the trainers axis reads as grpo-lab's trainer
     model: Mapped[str] = mapped_column(String(200))
     task: Mapped[str] = mapped_column(String(100))
     tricks: Mapped[str] = mapped_column(Text)  # "+"-joined; "" = baseline

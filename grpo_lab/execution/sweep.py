@@ -110,7 +110,7 @@ def open_sweep(session: Session, plan: Plan, matrix: Path, opts: SweepOptions, e
                           planned_gpu_hours=plan.total, env_json=json.dumps(env))
         session.add(sweep)
         session.flush()
-    devices = {c.model: load_card(c.model).gpus for c in plan.cells}
+    devices = {c.model: load_card(c.shared.model).gpus for c in plan.cells}  # keyed by the arm's model label
     reg.register_cells(session, sweep, plan.cells, plan.estimates, Path(opts.workspace) / "runs", devices)
     return sweep
 

@@ -236,7 +236,7 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
     dopts.check_continues(recorded, sweep.name)
     rule = dopts.rule
     comps = contrasts(plan_arms(plan))
-    devices = {c.model: load_card(c.model).gpus for c in plan.cells}
+    devices = {c.model: load_card(c.shared.model).gpus for c in plan.cells}  # keyed by the arm's model label
     choose = lambda: choose_design(sweep, plan, comps, dopts, say,  # noqa: E731
                                    None if budget is None else budget - totals(sweep)["gpu_hours"])
     cells_of = sorted({(c.model, c.task) for c in plan.cells})

@@ -18,11 +18,13 @@ def matrix_configs(spec: MatrixSpec) -> list[RunConfig]:
 
 def baseline_configs(cells, keep=lambda model, task: True) -> list[RunConfig]:
     """One config per distinct (model, task) of `cells` that `keep` accepts: its baseline cell's
-    (the base config with that model and task), else the first cell of the pair."""
+    (the base config with that model and task), else the first cell of the pair. `keep` is asked
+    with the arm's model label; one model under two trainers is checked once (the checks sample
+    and score with grpo-lab's engine and the task's reward, whoever trains)."""
     chosen: dict[tuple[str, str], RunConfig] = {}
     for cell in sorted(cells, key=lambda c: c.tricks != ()):  # baselines first; the sort is stable
         if keep(cell.model, cell.task):
-            chosen.setdefault((cell.model, cell.task), cell.config)
+            chosen.setdefault((cell.shared.model, cell.task), cell.config)
     return list(chosen.values())
 
 

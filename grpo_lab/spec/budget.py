@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import yaml
 
+from grpo_lab.spec.arm import arm_model
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.spec.matrix import TIERS, Cell, expand, parse_matrix
 from grpo_lab.spec.model_cards import Hardware, ModelCard, load_card, load_hardware, nearest_card
@@ -154,7 +155,7 @@ def calibration_key(model: str, trainer: str = "grpo-lab") -> str:
     On the tiny model TRL's GRPOTrainer took 1.3x to 8x grpo-lab's rollout and train seconds (6 to
     16 new tokens) and a tenth of its setup: one model's runs under two trainers are two
     calibrations, not one average."""
-    return model if trainer == "grpo-lab" else f"{model} (trainer {trainer})"
+    return arm_model(model, trainer)  # the arm's model label: the report's rows and the plan's say the same
 
 
 def estimate_cells(cells: list[Cell], hardware: Hardware,
@@ -167,8 +168,8 @@ def estimate_cells(cells: list[Cell], hardware: Hardware,
     for c in cells:
         key = (c.model, c.task, c.tricks)
         if key not in cache:
-            raw = estimate(c.shared, load_card(c.model), hardware)
-            cache[key] = calibrate(raw, (calibrations or {}).get(calibration_key(c.model, c.shared.trainer)))
+            raw = estimate(c.shared, load_card(c.shared.model), hardware)
+            cache[key] = calibrate(raw, (calibrations or {}).get(calibration_key(c.shared.model, c.shared.trainer)))
         out.append(cache[key])
     return out
 

@@ -1,4 +1,4 @@
-"""Ablation matrices: a YAML spec (models x tasks x trick sets x seeds) expanded into resolved runs.
+"""Ablation matrices: a YAML spec (models x tasks x trainers x trick sets x seeds) expanded into resolved runs.
 
 A cell's run id is the hash of its fully resolved RunConfig, so two spellings of the same run
 collapse into one cell and a finished run is recognised in any later sweep (docs/design.md §2).
@@ -31,7 +31,7 @@ from grpo_lab.util.dicts import deep_merge
 from grpo_lab.util.names import name_problem
 from grpo_lab.util.validate import Strict, validate, where_in
 from grpo_lab.util.yamlio import ConfigError, load_yaml, suggest
-from grpo_lab.spec.arm import arm_label
+from grpo_lab.spec.arm import DEFAULT_TRAINER, TRAINERS, arm_label, arm_model
 
 DEFAULT_HARDWARE = "cpu"  # the box grpo-lab runs on without a GPU
 TIERS = {"100": 100.0, "1k": 1_000.0, "10k": 10_000.0}  # docs/study.md "Budget tiers", in GPU-hours
@@ -111,6 +111,8 @@ class MatrixSpec(Strict):
     models: list[str] = Field(min_length=1)
     tasks: list[str | list[str]] = Field(min_length=1)
     seeds: list[int] = Field([0], min_length=1)
+    # who trains each cell (RunConfig.trainer); None: the base's `trainer`, grpo-lab's when it has none
+    trainers: list[str] | None = Field(None, min_length=1)
     tricks: list[TrickGen] = Field([TrickGen(baseline=True)], min_length=1)
     base: dict[str, Any] = {}  # RunConfig overrides for every cell (a path is loaded by load_matrix)
     task_base: dict[str, dict[str, Any]] = {}  # per-task overrides over `base` (key: a task label, e.g. math)
@@ -136,6 +138,21 @@ class MatrixSpec(Strict):
             raise ValueError(f"seed {negative[0]} is negative: seeds are integers from 0 (e.g. [0, 1, 2])")
         return v
 
+    @field_validator("trainers")
+    @classmethod
+    def _known_trainers(cls, v: list[str] | None) -> list[str] | None:
+        for name in v or []:
+            if name not in TRAINERS:
+                raise ValueError(f"unknown trainer '{name}'{suggest(name, TRAINERS)}; trainers: {', '.join(TRAINERS)}")
+        if v is not None and len(set(v)) < len(v):
+            raise ValueError(f"{v} names a trainer twice")
+        return v
+
+    def trainer_axis(self) -> list[str | None]:
+        """The trainers axis as expanded: None stands for the base's own `trainer` (or the default),
+        so a matrix without the axis resolves exactly the configs, and run ids, it always did."""
+        return list(self.trainers) if self.trainers else [None]
+
     def trick_sets(self) -> list[tuple[str, ...]]:
         """Every generator's sets in order, each distinct set once."""
         return list(dict.fromkeys(s for gen in self.tricks for s in gen.sets()))
@@ -143,7 +160,7 @@ class MatrixSpec(Strict):
 
 @dataclass(frozen=True, slots=True)
 class Cell:
-    model: str
+    model: str  # the arm's model label (spec/arm.arm_model: "tiny", "tiny (trl)"); the model is config.model
     task: str  # mixed-task runs are labelled "math+code"
     tricks: tuple[str, ...]  # the axis' trick set (the base's own tricks are in config.tricks)
     seed: int
@@ -191,6 +208,11 @@ def parse_matrix(data: Any, source: str = "<matrix>", lines: dict | None = None,
         errors.append(str(exc))
     if errors:
         raise ConfigError("\n".join(dict.fromkeys(errors)))
+    if spec.trainers is not None and "trainer" in base:
+        # two places saying who trains would leave one of them silently overridden
+        raise ConfigError(f"{where_in(source, lines, ('trainers',))}: field 'trainers': the base sets "
+                          f"trainer: {base['trainer']} too ({base_source}); give the trainers on one axis: "
+                          f"drop the base's trainer")
     spec._base_source, spec._base_lines = base_source, base_lines
     return spec
 
@@ -259,7 +281,7 @@ def _name_errors(spec: MatrixSpec, source: str, lines: dict) -> list[str]:
 
 
 def expand(spec: MatrixSpec) -> list[Cell]:
-    """Every (model, task, trick set, seed) cell, resolved; a cell whose run id was seen is dropped.
+    """Every (model, task, trainer, trick set, seed) cell, resolved; a cell whose run id was seen is dropped.
 
     Each distinct (model, task, trick set) is resolved once and shared by its seeds: resolving
     (deep merges and validation) is costly and seeds are usually the longest axis.
@@ -268,26 +290,30 @@ def expand(spec: MatrixSpec) -> list[Cell]:
     base_tricks = list(spec.base.get("tricks") or [])
     cells: list[Cell] = []
     seen: set[str] = set()
-    for model, task, tricks in itertools.product(spec.models, spec.tasks, spec.trick_sets()):
+    axes = itertools.product(spec.models, spec.tasks, spec.trainer_axis(), spec.trick_sets())
+    for model, task, trainer, tricks in axes:
         names = base_tricks + [t for t in tricks if t not in base_tricks]
         label = task if isinstance(task, str) else "+".join(task)
-        cfg = _resolve_cell(spec, model, task, names, f"{model} / {label} / {arm_label(tricks)}")
+        arm = arm_model(model, trainer or spec.base.get("trainer") or DEFAULT_TRAINER)
+        cfg = _resolve_cell(spec, model, task, trainer, names, f"{arm} / {label} / {arm_label(tricks)}")
         notes = tuple(trick_notes(names, cfg.tricks))
         run_id_for = _seed_hasher(cfg)
         for seed in spec.seeds:
             run_id = run_id_for(seed)
             if run_id not in seen:
                 seen.add(run_id)
-                cells.append(Cell(model, label, tricks, seed, run_id, notes, cfg))
+                cells.append(Cell(arm_model(model, cfg.trainer), label, tricks, seed, run_id, notes, cfg))
     return cells
 
 
-def _resolve_cell(spec: MatrixSpec, model: str, task: str | list[str], tricks: list[str], label: str) -> RunConfig:
-    """The cell's RunConfig: the base, its task's task_base over it, the axes' model and task, then
-    the tricks over all of them."""
+def _resolve_cell(spec: MatrixSpec, model: str, task: str | list[str], trainer: str | None, tricks: list[str],
+                  label: str) -> RunConfig:
+    """The cell's RunConfig: the base, its task's task_base over it, the axes' model, task and
+    trainer (None: the base's), then the tricks over all of them."""
     task_label = task if isinstance(task, str) else "+".join(task)
     base = deep_merge(spec.base, spec.task_base.get(task_label, {}))
-    data = deep_merge(base, {"model": model, "task": task, "tricks": tricks})
+    axes = {"model": model, "task": task, "tricks": tricks, **({"trainer": trainer} if trainer else {})}
+    data = deep_merge(base, axes)
     return resolve(data, f"{spec._base_source} (cell {label})", spec._base_lines)
 
 

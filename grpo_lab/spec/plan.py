@@ -129,7 +129,7 @@ def make_plan(spec: MatrixSpec, hardware: str | None = None, name: str = "matrix
     return Plan(name=spec.name or name, hardware=hw, cells=cells, estimates=estimate_cells(cells, hw, calibrations),
                 warnings=warnings, limit=budget.limit if budget else None, tier=budget.tier if budget else None,
                 price=price, calibrations={m: c for m, c in (calibrations or {}).items()
-                                           if m in {calibration_key(cell.model, cell.shared.trainer) for cell in cells}})
+                                           if m in {calibration_key(cell.shared.model, cell.shared.trainer) for cell in cells}})
 
 
 def check_data(plan: Plan) -> None:

@@ -1,0 +1,55 @@
+"""One sweep, two trainers: the registry keeps each cell's trainer in its arm's model label, a
+registry from before the axis reads as grpo-lab's trainer, and effects compare within a trainer."""
+
+import polars as pl
+import pytest
+from sqlalchemy import update
+
+from grpo_lab.analysis.interactions import effects
+from grpo_lab.execution import registry as reg
+from grpo_lab.spec.arm import Arm
+from grpo_lab.spec.matrix import parse_matrix
+from grpo_lab.spec.plan import make_plan
+from tests.execution.sweeps import BASE
+
+TRICKS = ["baseline", {"singles": ["clip_higher"]}]
+
+
+def _register(tmp_path, trainers):
+    spec = parse_matrix({"name": "two", "models": ["tiny"], "tasks": ["math"], "seeds": [0, 1, 2],
+                         "trainers": trainers, "tricks": TRICKS, "base": BASE})
+    plan = make_plan(spec)
+    session = reg.connect(f"sqlite:///{tmp_path / 'registry.db'}")()
+    sweep = reg.Sweep(name="two", matrix_path="m.yaml")
+    session.add(sweep)
+    reg.register_cells(session, sweep, plan.cells, plan.estimates, tmp_path / "runs", {})
+    return session, sweep
+
+
+def test_cells_of_two_trainers_read_back_as_their_arms(tmp_path):
+    session, sweep = _register(tmp_path, ["grpo-lab", "trl"])
+    arms = {Arm.from_label(c.model, c.task, c.tricks) for c in sweep.cells}
+    assert arms == {Arm.of("tiny", "math", t, trainer) for t in ("", "clip_higher") for trainer in ("grpo-lab", "trl")}
+    for cell in sweep.cells:  # the label agrees with the run the cell links
+        assert Arm.from_label(cell.model, cell.task, "").trainer == reg.json.loads(cell.run.config_json)["trainer"]
+
+
+def test_a_registry_row_without_a_trainer_reads_as_grpo_labs(tmp_path):
+    session, sweep = _register(tmp_path, None)
+    session.execute(update(reg.SweepRun).values(model="tiny"))  # as every registry before the axis stored it
+    assert {Arm.from_label(c.model, c.task, c.tricks).trainer for c in sweep.cells} == {"grpo-lab"}
+
+
+def test_a_trick_under_trl_is_compared_with_the_baseline_under_trl(tmp_path):
+    session, sweep = _register(tmp_path, ["grpo-lab", "trl"])
+    # outcomes: TRL's runs score 0.5 higher everywhere; clip_higher adds 0.1 under grpo-lab, 0.3 under TRL
+    gain = {("grpo-lab", "baseline"): 0.0, ("grpo-lab", "clip_higher"): 0.1,
+            ("trl", "baseline"): 0.5, ("trl", "clip_higher"): 0.8}
+    rows = []
+    for cell in sweep.cells:
+        labels = cell.labels()
+        arm = Arm.from_label(labels["model"], labels["task"], labels["tricks"])
+        rows.append({**labels, "pass@1": 0.1 + gain[arm.trainer, arm.label] + 0.01 * labels["seed"]})
+    table = effects(pl.DataFrame(rows), "pass@1").filter(pl.col("tricks") == "clip_higher")
+    got = dict(zip(table["model"], table["effect"]))
+    assert got == pytest.approx({"tiny": 0.1, "tiny (trl)": 0.3})

@@ -1,0 +1,74 @@
+"""The matrix's `trainers:` axis: an arm is (model, task, trainer, trick set), the trainer spelt
+into the arm's model label, and matrices without the axis keep their cells and run ids."""
+
+import typing
+
+import pytest
+
+from grpo_lab.spec.arm import DEFAULT_TRAINER, TRAINERS, Arm, arm_model, split_arm_model
+from grpo_lab.spec.config import RunConfig
+from grpo_lab.spec.matrix import expand, load_matrix, parse_matrix
+from grpo_lab.spec.plan import make_plan
+from grpo_lab.util.yamlio import ConfigError
+
+BASE = {"levels": 2, "steps": 2}
+TRICKS = ["baseline", {"singles": ["clip_higher"]}]
+
+
+def spec(**over):
+    return parse_matrix({"models": ["tiny"], "tasks": ["math"], "seeds": [0, 1], "tricks": TRICKS,
+                         "base": dict(BASE), **over})
+
+
+def test_the_arms_trainers_are_the_run_configs():
+    assert TRAINERS == typing.get_args(RunConfig.model_fields["trainer"].annotation)
+    assert RunConfig.model_fields["trainer"].default == DEFAULT_TRAINER
+
+
+@pytest.mark.parametrize("model", ["tiny", "HuggingFaceTB/SmolLM2-135M-Instruct", "/models/a (v2)"])
+def test_an_arms_model_label_reads_back_as_its_model_and_trainer(model):
+    for trainer in TRAINERS:
+        assert split_arm_model(arm_model(model, trainer)) == (model, trainer)
+    assert arm_model(model) == model  # grpo-lab's trainer: the plain name, as before the axis
+    arm = Arm.of(model, "math", "clip_higher", "trl")
+    assert Arm.from_label(arm.model_label, "math", "clip_higher") == arm
+    assert str(arm) == f"{model} (trl) / math / clip_higher"
+
+
+def test_without_the_axis_and_with_only_grpo_lab_the_cells_and_run_ids_are_unchanged():
+    before = expand(spec())
+    assert [c.model for c in before] == ["tiny"] * 4
+    assert [c.run_id for c in expand(spec(trainers=["grpo-lab"]))] == [c.run_id for c in before]
+    assert [(c.run_id, c.model) for c in expand(spec(base={**BASE, "trainer": "trl"}))] == \
+           [(c.run_id, c.model) for c in expand(spec(trainers=["trl"]))]
+
+
+def test_two_trainers_multiply_the_arms_and_label_them():
+    cells = expand(spec(trainers=["grpo-lab", "trl"]))
+    assert len(cells) == 2 * 2 * 2 and len({c.run_id for c in cells}) == len(cells)
+    assert [(c.model, c.config.trainer) for c in cells[::2]] == [
+        ("tiny", "grpo-lab"), ("tiny", "grpo-lab"), ("tiny (trl)", "trl"), ("tiny (trl)", "trl")]
+    assert all(c.config.model == "tiny" and c.run_id == c.config.run_id() for c in cells)
+    ours = expand(spec())
+    assert {c.run_id for c in ours} <= {c.run_id for c in cells}  # grpo-lab's cells are the same runs
+
+
+def test_the_plan_groups_and_prices_each_trainer_on_its_own():
+    plan = make_plan(spec(trainers=["grpo-lab", "trl"]))
+    assert [(g.model, g.tricks) for g in plan.groups()] == [
+        ("tiny", ()), ("tiny", ("clip_higher",)), ("tiny (trl)", ()), ("tiny (trl)", ("clip_higher",))]
+
+
+def test_the_axis_and_a_base_trainer_at_once_are_refused_in_one_line_naming_field_and_file(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text("models: [tiny]\ntasks: [math]\ntrainers: [grpo-lab, trl]\nbase: {levels: 2, trainer: trl}\n")
+    with pytest.raises(ConfigError) as exc:
+        load_matrix(path)
+    assert "\n" not in str(exc.value) and f"{path}:3" in str(exc.value) and "field 'trainers'" in str(exc.value)
+
+
+@pytest.mark.parametrize("trainers, match", [(["trll"], "unknown trainer 'trll'.*trl"),
+                                             (["trl", "trl"], "names a trainer twice"), ([], "at least 1")])
+def test_a_bad_trainers_axis_is_refused_at_its_line(tmp_path, trainers, match):
+    with pytest.raises(ConfigError, match=match):
+        spec(trainers=trainers)
