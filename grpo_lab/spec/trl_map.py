@@ -27,7 +27,7 @@ from grpo_lab.util.dicts import flatten
 # bookkeeping (checkpoints, evals made by grpo-lab's evaluator), task grading (the executor scores
 # with the task grpo-lab builds from the same config), and the trainer choice itself.
 NEUTRAL = ("model", "task", "prompt_register", "difficulty", "levels", "data_path", "data", "device", "sandbox",
-           "checkpoint_every", "tricks", "trainer", "steps", "sampling.prompts_per_step", "eval.", "vllm.",
+           "checkpoint_every", "tricks", "trainer", "steps", "sampling.prompts_per_step", "eval.",
            "reward.verifier", "reward.scoring", "optim.micro_batch", "alarms.")  # grpo-lab's alarms watch TRL runs too
 
 FIXED: dict[str, Any] = {
@@ -52,7 +52,17 @@ def _only(value: Any, keys: dict[str, Any] | None = None) -> Rule:
 RULES: dict[str, Rule] = {
     "seed": lambda v: {"seed": v},
     "dtype": _only("float32", {"bf16": False, "fp16": False}),
-    "engine": _only("torch"),  # vLLM through TRL (use_vllm) is not wired yet
+    # vLLM colocated with training, as grpo-lab's engine runs it (one engine per training process);
+    # TRL's server mode (a separate `trl vllm-serve`) is a deployment choice outside a run config
+    "engine": lambda v: {"use_vllm": True, "vllm_mode": "colocate"} if v == "vllm" else {"use_vllm": False},
+    "vllm.gpu_memory_utilization": lambda v: {"vllm_gpu_memory_utilization": v},
+    "vllm.enable_sleep_mode": lambda v: {"vllm_enable_sleep_mode": v},
+    "vllm.max_model_len": lambda v: {"vllm_max_model_length": v},
+    "vllm.enforce_eager": _only(False),  # TRL builds its LLM with CUDA graphs and no switch for them
+    # TRL corrects the sampler/trainer mismatch by default (sequence_mask at 3); grpo-lab only when tis_cap is set
+    "vllm.tis_cap": lambda v: ({"vllm_importance_sampling_correction": False} if v is None else
+                               {"vllm_importance_sampling_correction": True, "vllm_importance_sampling_clip_max": v}),
+    "vllm.tis_mode": lambda v: {"vllm_importance_sampling_mode": v},  # the same four modes, by name
     "optim.lr": lambda v: {"learning_rate": v},
     "optim.betas": lambda v: {"adam_beta1": v[0], "adam_beta2": v[1]},
     "optim.weight_decay": lambda v: {"weight_decay": v},
@@ -189,6 +199,7 @@ def trl_refusals(cfg) -> list[str]:
         elif value != defaults.get(key) and not key.startswith(NEUTRAL):
             out.append(f"setting {key}={value!r} has no TRL mapping")
     keys = _mapped(cfg)
+    out += _vllm_refusals(cfg, keys)
     split = _split_refusal(cfg, keys)
     if keys.get("use_adaptive_entropy") and updates_per_step(keys) > 1:
         out.append(f"adaptive entropy control moves its coefficient once per step here and once per optimizer step "
@@ -215,6 +226,17 @@ def _mapped(cfg) -> dict[str, Any]:
     for name in cfg.tricks:
         keys.update(trl_switch(name) or {})
     return keys
+
+
+def _vllm_refusals(cfg, keys: dict[str, Any]) -> list[str]:
+    """TRL's colocated vLLM loads the model and its tokenizer from the policy's folder; the tiny
+    model's characters are no tokenizer vLLM can load (grpo-lab's own engine feeds it token ids)."""
+    from grpo_lab.spec.model_cards import load_card
+
+    if not keys.get("use_vllm") or load_card(cfg.model).kind != "tiny":
+        return []
+    return ["engine vllm under TRL loads the model's own tokenizer, and the tiny model has none vLLM can load: "
+            "run it with engine: torch or trainer: grpo-lab"]
 
 
 def _split_refusal(cfg, keys: dict[str, Any]) -> str | None:
