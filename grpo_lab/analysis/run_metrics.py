@@ -255,6 +255,16 @@ def _num(value) -> float:
     return float(value) if isinstance(value, (int, float)) else math.nan
 
 
+OUTSIDE_LOOP = ("setup", "eval", "checkpoint", "final_eval")  # phases a run pays once or per eval, not per step
+
+
+def loop_seconds(wall: float, phase_seconds: dict[str, float]) -> float:
+    """The seconds a run spent in its training steps: its wall time less set-up, evals and
+    checkpoints, so two trainers' speeds compare per step and not by how they start (TRL's set-up
+    took a tenth of grpo-lab's on the tiny model). NaN without a wall time."""
+    return wall - sum(phase_seconds.get(p, 0.0) for p in OUTSIDE_LOOP)
+
+
 def summary_fields(folder: Path) -> dict:
     """Labels and cost figures of one run folder (config.json, summary.json). Cost keys
     (device_hours, sampling_share, ...) are NaN / None when the summary predates them."""
@@ -281,6 +291,7 @@ def summary_fields(folder: Path) -> dict:
         "k": max((cfg.get("eval") or {}).get("k") or [1]),
         "delta_pass@1": _num(summ.delta_pass_at_1), "gpu_hours": hours, "unit": summ.unit,
         "cost_per_effective_sample": cost, "effective_samples": effective, "sampling_share": share,
+        "loop_seconds": loop_seconds(_num(summ.wall_seconds), summ.phase_seconds),
         "stopped": summ.stopped, "stop_reason": summ.stop_reason, "collapsed": collapse.from_summary(summ),
     }
 

@@ -28,6 +28,7 @@ RUNS_SCHEMA: dict[str, Any] = {
     "cost_per_effective_sample": _F, "effective_samples": _F, "sampling_share": _F,
     "base_pass@1": _F,  # the eval before training (summary.json "base")
     "planned_hours": _F,  # the plan's estimate when the cell was registered
+    "loop_seconds": _F,  # wall seconds in training steps (analysis/run_metrics.loop_seconds)
     "diagnosis": _S,  # why the run taught nothing (analysis/run_diagnosis.py), None when it learnt
     "folder": _S,  # the run folder (absolute): the runs table links it
     "mlflow_run": _S,  # the run's name in MLflow (execution/tracking.child_run_name)

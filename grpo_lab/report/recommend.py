@@ -27,13 +27,15 @@ MAX_SEEDS = 64  # beyond this many seeds per arm a row is called not decidable a
 SHOWN = 8  # rows named per list
 
 
-def _names(rows: list[dict[str, Any]], tasks: int, plain: str | None) -> str:
-    """'a (math), b (math: worth it on seeds that did not collapse)' or 'none': the task when the
-    sweep has several, and the whole label unless it is the bucket's `plain` one."""
+def _names(rows: list[dict[str, Any]], tasks: int, plain: str | None, models: int = 1) -> str:
+    """'a (math), b (math: worth it on seeds that did not collapse)' or 'none': the model (its
+    label, which names a trainer other than grpo-lab's) and the task when the sweep has several,
+    and the whole label unless it is the bucket's `plain` one."""
     items = []
     for r in rows:
         said = "" if r["verdict"] == plain else r["verdict"]
-        where = ": ".join(x for x in (r["task"] if tasks > 1 else "", said) if x)
+        cell = " / ".join(x for x in (r["model"] if models > 1 else "", r["task"] if tasks > 1 else "") if x)
+        where = ": ".join(x for x in (cell, said) if x)
         items.append(f"{r['tricks']} ({where})" if where else r["tricks"])
     return ", ".join(items) or "none"
 
@@ -101,18 +103,18 @@ def _advice(verdicts: pl.DataFrame, meta: dict[str, Any], costs: dict[str, Any],
             policy: VerdictPolicy) -> list[Block]:
     if verdicts.is_empty():
         return [Paragraph("Nothing to recommend yet: no trick set has runs to compare with its baseline.")]
-    rows, tasks = verdicts.to_dicts(), verdicts["task"].n_unique()
+    rows, tasks, models = verdicts.to_dicts(), verdicts["task"].n_unique(), verdicts["model"].n_unique()
     by = {kind: [r for r in rows if advice(r["verdict"]) == kind] for kind in ("adopt", "drop", "no change",
                                                                               "undecided")}
     plain = {"adopt": WORTH_IT, "drop": None, "no change": NO_CHANGE}
-    blocks: list[Block] = [Paragraph(f"{kind.capitalize()}: {_names(by[kind], tasks, plain[kind])}.")
+    blocks: list[Block] = [Paragraph(f"{kind.capitalize()}: {_names(by[kind], tasks, plain[kind], models)}.")
                            for kind in plain]
     open_ = by["undecided"]
     if not open_:
         return blocks + [Paragraph("Undecided: none.")]
     fixed = [r for r in open_ if r.get("p_holm") is not None]
     extra, priced, other = undecided_price(fixed, policy)
-    text = f"Undecided ({len(open_)}): {_names(open_, tasks, UNDECIDED)}."
+    text = f"Undecided ({len(open_)}): {_names(open_, tasks, UNDECIDED, models)}."
     if priced:
         text += (f" To resolve ±{policy.resolution:g} at the noise seen: {'; '.join(priced[:SHOWN])}"
                  f"{'; …' if len(priced) > SHOWN else ''} (about {num(extra)} {unit} more, baseline seeds included).")

@@ -36,6 +36,7 @@ from grpo_lab.report.render import (
     timestamp,
 )
 from grpo_lab.report.runs import arm_link, runs_blocks
+from grpo_lab.report.two_trainers import two_trainer_blocks
 from grpo_lab.report.verdicts import INTERACTION_TONES, ON_ESTIMAND, VerdictPolicy, flag_expr
 
 
@@ -314,6 +315,9 @@ def build_document(p: Parts) -> Document:
     decided = decision_blocks(p.data.decisions, unit) + variance_blocks(p.data.variance, unit)
     if decided:
         sections.insert(9, Section("decisions", "Decisions and variance budget", decided))
+    trainers = two_trainer_blocks(p.verdicts, p.data.runs, p.data.steps, unit, p.data.metric)
+    if trainers:  # a sweep of one trainer has nothing to set side by side
+        sections.insert(3, Section("trainers", "Same trick, two trainers", trainers))
     if p.data.runs["model"].n_unique() <= 1:
         # One model: the summary names it; a constant column would only push tables wider.
         for section in sections:
