@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from grpo_lab.execution import registry as reg
 from grpo_lab.execution.sweep import start_step
 from grpo_lab.execution.worker import OnStep, execute_attempt, finished_summary
+from grpo_lab.spec.arm import arm_model
 from grpo_lab.spec.config import RunConfig
 from grpo_lab.rundir import RunDir, Summary
 
@@ -44,7 +45,7 @@ def register_trial(session: Session, sweep: reg.Sweep, cfg: RunConfig, number: i
         session.add(run)
     cell = next((c for c in sweep.cells if c.run_id == run.run_id), None)
     if cell is None:
-        cell = reg.SweepRun(run=run, position=number, model=cfg.model, task="+".join(cfg.tasks),
+        cell = reg.SweepRun(run=run, position=number, model=arm_model(cfg.model, cfg.trainer), task="+".join(cfg.tasks),
                             tricks=f"tune#{number}", seed=cfg.seed)
         sweep.cells.append(cell)
     session.commit()
