@@ -104,8 +104,9 @@ class RunFit:
         return saturating(C, self.R0, self.A, self.B, self.C_mid)
 
 
-def fit_run(C, R, R0: float) -> RunFit:
-    """The robust fit of one run's (C, R) points with its base pass@1 R0 (module docstring)."""
+def fit_run(C, R, R0: float, form: str = "auto") -> RunFit:
+    """The robust fit of one run's (C, R) points with its base pass@1 R0 (module docstring).
+    form "saturating" skips the flat choice (analysis/screening.py reads both)."""
     C, R = np.asarray(C, float), np.asarray(R, float)
     keep = C > 0
     C, R = C[keep], R[keep]
@@ -137,7 +138,7 @@ def fit_run(C, R, R0: float) -> RunFit:
     pinned = tuple(n for n, v, a, b in zip(names, best.x, lo, hi) if min(v - a, b - v) < 1e-6 * max(1.0, abs(b - a)))
     level = float(np.mean(R))
     late_level = float(np.mean(R[np.argsort(C)[-MIN_POINTS:]]))
-    if C.size >= FORM_POINTS and _aicc(float(np.sum((R - level) ** 2)), C.size, 2) <= \
+    if form == "auto" and C.size >= FORM_POINTS and _aicc(float(np.sum((R - level) ** 2)), C.size, 2) <= \
             _aicc(float(np.sum(resid(polished.x) ** 2)), C.size, 4):
         return RunFit(float(R0), level, B_MAX, float(C.min() / 20), float(C.max()), int(C.size),
                       float(np.std(R)), ("C_mid",), collapse.is_collapsed(R0, late_level), flat=True)
