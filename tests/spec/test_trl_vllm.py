@@ -35,6 +35,9 @@ def test_engine_vllm_is_trls_colocated_vllm_with_the_runs_vllm_settings():
 
 def test_the_torch_engine_keeps_trl_off_vllm_and_settings_trl_lacks_are_refused():
     assert grpo_config_keys(tiny_cfg(trainer="trl"))["use_vllm"] is False
+    # on the torch engine the vllm section trains nothing: neither mapped nor refused
+    torch_keys = grpo_config_keys(tiny_cfg(trainer="trl", vllm={"enforce_eager": True, "tis_cap": 2.0}))
+    assert not any(k.startswith("vllm_") for k in torch_keys)
     with pytest.raises(ConfigError, match="vllm.enforce_eager=True has no TRL equivalent"):
         smollm_cfg(vllm={"enforce_eager": True})
     assert trl_refusals(smollm_cfg()) == []
@@ -52,3 +55,5 @@ def test_without_cuda_and_vllm_a_trl_vllm_run_is_refused_before_anything_runs():
         pytest.skip("a CUDA machine may run it")
     with pytest.raises(ConfigError, match="needs a CUDA GPU and vllm"):
         check_runnable([smollm_cfg()])
+    # a cluster's nodes, not the machine that drives the sweep, train it
+    check_runnable([smollm_cfg()], local=False)

@@ -54,7 +54,7 @@ def test_gdpo_advantages_are_trls_normalize_then_sum(tmp_path, monkeypatch):
     train(cfg, tmp_path / "run")
 
     G = cfg.sampling.group_size
-    assert len(seen) == cfg.steps and weights[0].tolist() == [f.weight for f in cfg.reward.functions]
+    assert len(seen) == cfg.steps and weights[0].tolist() == pytest.approx([f.weight for f in cfg.reward.functions])
     for rewards, trl_advantages in seen:
         per_group = rewards.view(-1, G, rewards.size(1))
         assert per_group.size(0) == cfg.sampling.prompts_per_step
