@@ -40,12 +40,14 @@ def _names(rows: list[dict[str, Any]], tasks: int, plain: str | None, models: in
     return ", ".join(items) or "none"
 
 
-def undecided_price(rows: list[dict[str, Any]], policy: VerdictPolicy) -> tuple[float, list[str], list[str]]:
-    """(extra hours, rows priced, rows not priceable with why) for fixed-design undecided rows."""
+def undecided_price(rows: list[dict[str, Any]], policy: VerdictPolicy,
+                    models: int = 1) -> tuple[float, list[str], list[str]]:
+    """(extra hours, rows priced, rows not priceable with why) for fixed-design undecided rows; each
+    named with its task, and its model label too when the sweep has several models (or trainers)."""
     extra, priced, other = 0.0, [], []
     base_need: dict[tuple[str, str], tuple[int, float]] = {}
     for r in rows:
-        name = f"{r['tricks']} ({r['task']})"
+        name = f"{r['tricks']} ({r['model']} / {r['task']})" if models > 1 else f"{r['tricks']} ({r['task']})"
         need = seeds_to_resolve(r, policy)
         if need is None or need > MAX_SEEDS:
             other.append(f"{name}: not decidable at ±{policy.resolution:g} within {MAX_SEEDS} seeds per arm on this "
@@ -113,7 +115,7 @@ def _advice(verdicts: pl.DataFrame, meta: dict[str, Any], costs: dict[str, Any],
     if not open_:
         return blocks + [Paragraph("Undecided: none.")]
     fixed = [r for r in open_ if r.get("p_holm") is not None]
-    extra, priced, other = undecided_price(fixed, policy)
+    extra, priced, other = undecided_price(fixed, policy, models)
     text = f"Undecided ({len(open_)}): {_names(open_, tasks, UNDECIDED, models)}."
     if priced:
         text += (f" To resolve ±{policy.resolution:g} at the noise seen: {'; '.join(priced[:SHOWN])}"

@@ -68,3 +68,9 @@ def test_a_runs_loop_seconds_leave_out_set_up_evals_and_checkpoints():
     phases = {"setup": 3.0, "eval": 1.5, "checkpoint": 0.5, "rollout": 2.0, "train": 2.5, "idle": 0.5}
     assert loop_seconds(10.0, phases) == pytest.approx(5.0)
     assert loop_seconds(float("nan"), phases) != loop_seconds(float("nan"), phases)  # NaN: no wall time
+
+
+def test_the_recommendation_names_each_rows_trainer():
+    blocks = build_document(prepare(_data(["grpo-lab", "trl"]))).sections[0].blocks
+    said = " ".join(getattr(b, "text", "") for b in blocks)
+    assert "clip_higher (tiny (trl))" in said and "clip_higher (tiny (trl) / math)" in said
