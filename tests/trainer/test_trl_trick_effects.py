@@ -8,8 +8,8 @@ does for grpo-lab's trainer). Needs trl==1.16.0 (the bench extra); skipped witho
 
 from __future__ import annotations
 
-import functools
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -66,9 +66,15 @@ def train(tricks: list[str], needs: dict, steps: int, out) -> tuple[list[float],
     return losses, moved
 
 
-@functools.lru_cache(maxsize=None)
-def _baseline(needs_json: str, steps: int, out) -> tuple[list[float], torch.Tensor]:
-    return train([], json.loads(needs_json), steps, out)
+_BASELINES: dict[tuple[str, int], tuple[list[float], torch.Tensor]] = {}
+
+
+def _baseline(needs: dict, steps: int, root: Path) -> tuple[list[float], torch.Tensor]:
+    """One baseline run per (needs, steps), shared by every trick that needs the same."""
+    key = (json.dumps(needs, sort_keys=True), steps)
+    if key not in _BASELINES:
+        _BASELINES[key] = train([], needs, steps, root / f"baseline-{len(_BASELINES)}")
+    return _BASELINES[key]
 
 
 def relative_gaps(ours: tuple[list[float], torch.Tensor], base: tuple[list[float], torch.Tensor]) -> dict[str, float]:
@@ -91,7 +97,7 @@ def test_every_trick_that_runs_on_trl_is_probed():
 def test_a_tricks_trl_switch_changes_trls_loss_or_update(name, tmp_path_factory):
     needs = CATALOG[name].needs
     steps = _steps([name], needs)
-    base = _baseline(json.dumps(needs, sort_keys=True), steps, tmp_path_factory.mktemp("baseline"))
+    base = _baseline(needs, steps, tmp_path_factory.getbasetemp())
     gaps = relative_gaps(train([name], needs, steps, tmp_path_factory.mktemp(name)), base)
     assert max(gaps.values()) > REL, f"{name}: TRL trained within float rounding of the baseline: {gaps}"
 
