@@ -53,3 +53,16 @@ def test_a_trick_under_trl_is_compared_with_the_baseline_under_trl(tmp_path):
     table = effects(pl.DataFrame(rows), "pass@1").filter(pl.col("tricks") == "clip_higher")
     got = dict(zip(table["model"], table["effect"]))
     assert got == pytest.approx({"tiny": 0.1, "tiny (trl)": 0.3})
+
+
+def test_decides_comparisons_are_within_a_trainer():
+    from grpo_lab.analysis.contrast import contrasts
+    from grpo_lab.execution.waves import plan_arms
+
+    spec = parse_matrix({"models": ["tiny"], "tasks": ["math"], "trainers": ["grpo-lab", "trl"],
+                         "tricks": TRICKS, "base": BASE})
+    arms = plan_arms(make_plan(spec))  # one comparison cell per trainer, each with its own baseline
+    assert arms == {("tiny", "math"): ["baseline", "clip_higher"], ("tiny (trl)", "math"): ["baseline", "clip_higher"]}
+    comps = contrasts(arms)
+    assert sorted((c.model, c.target) for c in comps) == [("tiny", "clip_higher"), ("tiny (trl)", "clip_higher")]
+    assert all(set(c.arms()) == {(c.model, "math", "baseline"), (c.model, "math", "clip_higher")} for c in comps)
