@@ -10,6 +10,8 @@ Its file names and its readers live here; nobody else opens these files by name.
     eval/final-<K>.json         the final checkpoint evaluated again with K completions per problem
                                 (--decide's eval design): metrics, per-problem rows, device-hours
     summary.json       written once, when the run ends (Summary): base and final eval, hours per phase, ...
+    stop_at.json       {"step": S}: the sweep's screening asks the run to pause at step S (a rung);
+                       absent: train to the end
     heartbeat.json     the worker's progress after every step (attempt, started, updated, step, steps, start_step, first_step_at)
     result-<n>.json    what attempt n's worker reported (status, error, summary, wall seconds, host);
                        an eval-only attempt's n is eval<K>
@@ -36,6 +38,7 @@ from grpo_lab.util.files import read_json, write_json
 CONFIG, METRICS, COMPLETIONS, EVENTS = "config.json", "metrics.jsonl", "completions.jsonl", "events.jsonl"
 SUMMARY, HEARTBEAT, CHECKPOINT, EVAL = "summary.json", "heartbeat.json", "checkpoint.pt", "eval"
 LOCK = ".lock"
+STOP_AT = "stop_at.json"
 TRL_DIR, TRL_BOOKS = "trl", "grpo_lab_books.json"  # TRL's output_dir, grpo-lab's books in each checkpoint of it
 BASE_EVAL = "base"
 
@@ -176,6 +179,18 @@ class RunDir:
     def finished(self) -> bool:
         return (self.path / SUMMARY).exists()
 
+    def stop_at(self) -> int | None:
+        """The step the sweep's screening asks the run to pause at (None: train to the end)."""
+        got = read_json(self.path / STOP_AT)
+        return int(got["step"]) if got else None
+
+    def base_pass1(self) -> float | None:
+        """pass@1 of the eval before training, from its per-problem records (None before it)."""
+        got = read_json(self.path / EVAL / f"problems-{BASE_EVAL}.json")
+        rows = (got or {}).get("rows") or []
+        n = sum(r["samples"] for r in rows)
+        return sum(r["passes"] for r in rows) / n if n else None
+
     def has_checkpoint(self) -> bool:
         return (self.path / CHECKPOINT).exists() or any((self.path / TRL_DIR).glob("checkpoint-*"))
 
@@ -193,6 +208,14 @@ class RunDir:
 
     def write_result(self, attempt: int | str, result: dict) -> None:
         write_json(self.path / f"result-{attempt}.json", result)
+
+    def write_stop_at(self, step: int | None) -> None:
+        """Ask the run's next attempts to pause at `step` (None: to train to the end)."""
+        if step is None:
+            (self.path / STOP_AT).unlink(missing_ok=True)
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+            write_json(self.path / STOP_AT, {"step": int(step)})
 
     def write_heartbeat(self, beat: dict) -> None:
         write_json(self.path / HEARTBEAT, beat)

@@ -130,6 +130,14 @@ def _interrupt_once(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def rungs_option(text: str) -> tuple[float, ...]:
+    """--rungs 0.25,0.5 as fractions; a word that is not a number ends the command in one line."""
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        fail(ConfigError(f"--rungs {text!r}: expected fractions separated by commas, e.g. 0.25,0.5"))
+
+
 def eval_samples_option(text: str) -> int | str | None:
     """--eval-samples as DecideOptions.eval_samples: none -> None, digits -> K, else as given
     (auto, or a mistake DecideOptions.parse names)."""
@@ -159,6 +167,8 @@ def sweep(
     sequence: Sequence = typer.Option(Sequence.t, help="--decide: confidence sequence: t (Gaussian noise, any variance per comparison) or betting (any noise in [0, 1], ~10x the seeds)"),
     estimand: Estimand = typer.Option(Estimand.healthy, help=ESTIMAND_HELP),
     eval_samples: str = typer.Option("auto", "--eval-samples", help="--decide: completions per problem of the final eval verdicts rest on: auto (chosen per model and task after wave 0 from the runs' noise and costs), an integer K (every run's final checkpoint evaluated again with K), or none (each run's own final eval)"),
+    screen: bool = typer.Option(False, help="run every arm to each rung of --rungs first and drop the arms whose pass@1 at the full length is credibly below the best's by more than --delta (analysis/screening.py); the survivors' runs continue from their checkpoints"),
+    rungs: str = typer.Option("0.25,0.5", help="--screen: the rungs, fractions of the matrix's steps (each must land on an eval step)"),
 ) -> None:
     """Run every pending cell of a matrix; idempotent: finished runs are skipped, interrupted ones resume.
     With --decide, the matrix is the first wave: seeds are then added to the arms whose runs close the
@@ -175,7 +185,8 @@ def sweep(
                                        method="unpaired" if unpaired else "paired", sequence=sequence.value,
                                        estimand=estimand.value,
                                        eval_samples=eval_samples_option(eval_samples))
-                           if decide else None)
+                           if decide else None,
+                           screen=dict(rungs=rungs_option(rungs), delta=delta) if screen else None)
     with contextlib.ExitStack() as live:
         view = SweepView(live, workspace)
         try:

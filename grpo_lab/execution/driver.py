@@ -11,7 +11,7 @@ Events, `on_event(kind, **data)`, in the order they happen:
     started     sweep=Sweep, runner=Runner, done=int, registry=str
     start       cell=SweepRun                  an attempt was submitted
     end         cell=SweepRun, outcome=Outcome an attempt ended (its run mirrored to MLflow)
-    say         line=str                       --decide's account of a wave
+    say         line=str                       --decide's account of a wave, --screen's of a rung
     finished    result=SweepResult, attempts=int, skipped=int, decide_stop=str | None
 """
 
@@ -50,6 +50,7 @@ class SweepRequest:
     name: str | None = None  # sweep name (default: the matrix's)
     on_change: str = "refuse"  # a changed matrix under the same name: refuse | extend | replace
     decide: dict[str, Any] | None = None  # DecideOptions fields (execution/waves.py); None: no waves
+    screen: dict[str, Any] | None = None  # ScreenOptions fields (execution/screen.py); None: no rungs
     env: dict = field(default_factory=dict)  # the environment snapshot to pin (default: this machine's)
 
     def options(self) -> SweepOptions:
@@ -79,6 +80,13 @@ def run_sweep(request: SweepRequest, on_event: Events | None = None) -> SweepRes
 
         decide = DecideOptions.parse(request.decide)
     plan = plan_for(Path(request.matrix), opts)
+    screen = None
+    if request.screen is not None:  # its rungs must land on evals: refused before anything runs
+        from grpo_lab.execution.screen import ScreenOptions, check_rungs
+
+        options = ScreenOptions.parse(request.screen)
+        screen = (options, check_rungs({id(c.shared): c.shared for c in plan.cells}.values(), options,
+                                       Path(request.matrix))[1])
     profile = load_profile(request.runner or load_matrix(request.matrix).runner)
     check_runnable({id(c.shared): c.shared for c in plan.cells}.values(),  # before preflight loads models
                    local=profile.kind == "local")
@@ -90,7 +98,7 @@ def run_sweep(request: SweepRequest, on_event: Events | None = None) -> SweepRes
         if n := recover(session, sweep):
             on_event("recovered", count=n)
         session.commit()
-        return _execute(session, sweep, plan, profile, request, opts, decide, on_event)
+        return _execute(session, sweep, plan, profile, request, opts, decide, on_event, screen)
 
 
 def check_runnable(configs, local: bool = True) -> None:
@@ -136,8 +144,9 @@ def _preflight(plan, done: set[str], on_event: Events) -> None:
 
 
 def _execute(session, sweep: reg.Sweep, plan, profile, request: SweepRequest, opts: SweepOptions,
-             decide: Any, on_event: Events) -> SweepResult:
-    """The runs on the profile's runner, each finished run mirrored to MLflow; --decide's waves first."""
+             decide: Any, on_event: Events, screen: tuple | None = None) -> SweepResult:
+    """The runs on the profile's runner, each finished run mirrored to MLflow; --screen's rungs
+    first, then --decide's waves over the arms it kept."""
     from grpo_lab.execution import tracking
     from grpo_lab.execution.mirror import SweepTracker
     from grpo_lab.execution.runners import make_runner
@@ -157,14 +166,24 @@ def _execute(session, sweep: reg.Sweep, plan, profile, request: SweepRequest, op
             mirror.log(cell)
         on_event(kind, cell=cell, outcome=out)
 
-    why = None
+    why, dropped = None, frozenset()
     try:
+        if screen is not None:
+            from grpo_lab.execution.screen import run_screening
+
+            dropped = run_screening(session, sweep, runner, opts, *screen, on_event=cell_event,
+                                    say=lambda line: on_event("say", line=line))
+        else:  # without --screen every cell trains to the end, one an earlier --screen paused too
+            from grpo_lab.rundir import RunDir
+
+            for cell in sweep.cells:
+                RunDir(cell.run.out_dir).write_stop_at(None)
         if decide is not None:
             from grpo_lab.execution.waves import run_decide
 
             why = run_decide(session, sweep, plan, runner, opts, decide,
-                             on_event=cell_event, say=lambda line: on_event("say", line=line))
-        result = execute_sweep(session, sweep, runner, opts, on_event=cell_event)
+                             on_event=cell_event, say=lambda line: on_event("say", line=line), skip=dropped)
+        result = execute_sweep(session, sweep, runner, opts, on_event=cell_event, skip=dropped)
     finally:
         runner.close()
     mirror.finish("failed" if result.counts["failed"] else "finished")

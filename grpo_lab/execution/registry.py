@@ -102,8 +102,9 @@ class Run(Base):
     def wasted_gpu_hours(self) -> float:
         """Hours of attempts that did not end the run: failed or interrupted (their checkpointed
         steps are reused by the next attempt, the steps since the last checkpoint are not). A
-        preempted attempt checkpointed at its last step, so none of its hours are lost."""
-        return sum(a.gpu_hours for a in self.attempts if a.status not in (*DONE, "preempted"))
+        preempted attempt checkpointed at its last step, so none of its hours are lost; nor did a
+        paused one (screening stopped it at a rung, and the run continues from there)."""
+        return sum(a.gpu_hours for a in self.attempts if a.status not in (*DONE, "preempted", "paused"))
 
 
 class SweepRun(Base):
@@ -136,7 +137,7 @@ class Attempt(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"))
     number: Mapped[int]
-    # running|finished|stopped|failed|interrupted|preempted
+    # running|finished|stopped|failed|interrupted|preempted|paused
     status: Mapped[str] = mapped_column(String(20), default="running")
     runner: Mapped[str] = mapped_column(String(30), default="local")
     job_id: Mapped[str | None] = mapped_column(String(64))  # the scheduler's id (Slurm): a restarted driver adopts it

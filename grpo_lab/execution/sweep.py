@@ -270,14 +270,16 @@ def prepare_dir(run: reg.Run) -> Path:
 
 def execute_sweep(session: Session, sweep: reg.Sweep, runner: Runner, opts: SweepOptions,
                   on_event: Callable[[str, reg.SweepRun, Outcome | None], None] | None = None,
-                  design: final_evals.Design | None = None) -> SweepResult:
+                  design: final_evals.Design | None = None, skip: frozenset[str] = frozenset()) -> SweepResult:
     """Run every pending cell of `sweep` on `runner` until each is done or out of retries.
     `on_event(kind, cell, outcome)` is told of "start" and "end" (for progress and tracking).
-    `design` (--decide's eval design): its runs also make their final eval at the design's K."""
+    `design` (--decide's eval design): its runs also make their final eval at the design's K.
+    `skip`: run ids not to run now (--screen: cells already at the rung, arms it dropped); a
+    paused attempt (at its screening rung) is not submitted again in this call."""
     cells = sorted(sweep.cells, key=lambda c: c.position)
     by_run = {c.run_id: c for c in cells}
     result = SweepResult(sweep.name, {})
-    pending = [c for c in cells if c.run.status not in reg.DONE]
+    pending = [c for c in cells if c.run.status not in reg.DONE and c.run_id not in skip]
     left_open = {c.run_id for c in pending if any(a.status == "running" for a in c.run.attempts)}
     # adoption first: a job that ended after its driver was killed closes its attempt by its own
     # result here (finished, or failed in a way that may block a retry)

@@ -48,7 +48,7 @@ MLFLOW_STATUS = {
     "failed": "FAILED", "error": "FAILED", "crashed": "FAILED",
     "stopped": "FINISHED",  # an alarm's stop_on ended it on purpose (the registry counts it done)
     "killed": "KILLED", "cancelled": "KILLED", "canceled": "KILLED",
-    "preempted": "KILLED", "timeout": "KILLED", "interrupted": "KILLED", "running": "RUNNING",
+    "preempted": "KILLED", "paused": "KILLED", "timeout": "KILLED", "interrupted": "KILLED", "running": "RUNNING",
 }
 EVAL_TABLE = "eval/completions.json"  # every eval's sampled completions, one MLflow table
 # Per-sample list columns of completions.jsonl and their one-row-per-sample names.

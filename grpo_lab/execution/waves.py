@@ -139,7 +139,8 @@ class DecideOptions:
 STATISTICS = tuple(f.name for f in fields(DecisionRule))  # what a restart may not change
 
 
-def observe(sweep: reg.Sweep, design: Design | None = None) -> tuple[dict, dict, dict]:
+def observe(sweep: reg.Sweep, design: Design | None = None, skip: frozenset[str] = frozenset()
+            ) -> tuple[dict, dict, dict]:
     """(outcomes, seeds, cost): (model, task) -> key -> {seed index: Outcome(final pass@1, collapsed)}
     of finished runs (the score at the design's K where it has one: final_evals.score; collapsed by
     the run's own trajectory, collapse.from_summary; a collapsed run whose eval at K is missing
@@ -150,6 +151,8 @@ def observe(sweep: reg.Sweep, design: Design | None = None) -> tuple[dict, dict,
     seeds: dict = {}
     hours: dict = {}
     for cell in sweep.cells:
+        if cell.run_id in skip:  # --screen dropped its arm
+            continue
         arm = (cell.model, cell.task, arm_key(cell.tricks))
         seeds[arm] = seeds.get(arm, 0) + 1
         summary = RunDir(cell.run.out_dir).summary() if cell.run.status in reg.DONE else None
@@ -228,14 +231,21 @@ def waves(session: Session, sweep: reg.Sweep) -> list[reg.DecideWave]:
 
 
 def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, opts: SweepOptions,
-               dopts: DecideOptions, on_event=None, say=print) -> str:
+               dopts: DecideOptions, on_event=None, say=print, skip: frozenset[str] = frozenset()) -> str:
     """The --decide loop; returns why it stopped ("decided", "budget", "cannot close": every open
-    comparison is beyond the seed cap or the budget)."""
+    comparison is beyond the seed cap or the budget). `skip`: the cells of the arms --screen
+    dropped: their comparisons are left out, each kept one at its level in the full family (α
+    scaled by the share kept, so α_each is what it would be: the Bonferroni bound holds)."""
     budget = dopts.budget if dopts.budget is not None else plan.limit
     recorded = reg.decide_options(session, sweep)
     dopts.check_continues(recorded, sweep.name)
     rule = dopts.rule
     comps = contrasts(plan_arms(plan))
+    if skip:
+        gone = {(c.model, c.task, arm_key(c.tricks)) for c in sweep.cells if c.run_id in skip}
+        kept = [c for c in comps if not gone & set(c.arms())]
+        rule = replace(rule, alpha=rule.alpha * max(len(kept), 1) / len(comps))
+        comps = kept
     devices = {c.model: load_card(c.shared.model).gpus for c in plan.cells}  # keyed by the arm's model label
     choose = lambda: choose_design(sweep, plan, comps, dopts, say,  # noqa: E731
                                    None if budget is None else budget - totals(sweep)["gpu_hours"])
@@ -244,11 +254,11 @@ def run_decide(session: Session, sweep: reg.Sweep, plan: Plan, runner: Runner, o
     # the option a restart records is the one the design came from (auto on a restart keeps it)
     first = recorded.get("eval_samples") if recorded else dopts.eval_samples
     while True:
-        execute_sweep(session, sweep, runner, opts, on_event=on_event, design=design)
+        execute_sweep(session, sweep, runner, opts, on_event=on_event, design=design, skip=skip)
         if design is None:  # wave 0 ran: choose once
             design = dopts.design(recorded, False, choose)
         final_evals.run_final_evals(sweep, runner, design, opts.retries, say)
-        scores, seeds, cost = observe(sweep, design)
+        scores, seeds, cost = observe(sweep, design, skip)
         hours = totals(sweep, design)["gpu_hours"]
         done = waves(session, sweep)
         runs = sum(len(v) for arms in scores.values() for v in arms.values())

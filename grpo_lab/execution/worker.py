@@ -11,6 +11,10 @@ Preemption is a signal: SIGTERM (what Slurm, Kubernetes and `kill` send before S
 checkpoints at the next step boundary, reports `preempted` and exits with PREEMPTED_EXIT; the
 sweep resubmits it without counting it against --retries.
 
+Screening (`sweep --screen`) pauses a run at a rung: the driver writes the step into the run
+folder (rundir.STOP_AT); the attempt stops there the way a preemption does (checkpoint at the step
+boundary) and reports `paused`; a later attempt without the file resumes the same run from there.
+
 `execute_attempt` is the attempt itself, shared by the runners (through `execute`, which adds the
 signals) and by tune (tune/trial.py, whose pruning ends an attempt by an exception of its own).
 """
@@ -34,6 +38,15 @@ from grpo_lab.spec.config import RunConfig
 
 PREEMPT_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: try again later, which is what the sweep does
+
+class Paused(Exception):
+    """The run reached the step the sweep's screening asked it to pause at (rundir.STOP_AT): it
+    checkpointed there; the run continues from it when the sweep extends it."""
+
+    def __init__(self, step: int):
+        super().__init__(f"paused at step {step} (a screening rung)")
+        self.step = step
+
 
 OnStep = Callable[[int, dict], None]  # (step, its metrics) after every step; may raise to end the attempt
 Ends = Mapping[type[Exception], str]  # an exception type raised during training -> the attempt's status
@@ -118,7 +131,7 @@ def execute_attempt(run_dir: str | Path, attempt: int, devices: int = 1, on_step
     (where it resumed) once it trained a step.
 
     status is finished, stopped (an alarm in stop_on ended it), failed, preempted (`preempt()`
-    turned true: checkpointed, to be resumed), or what `ends` maps an exception raised during
+    turned true: checkpointed, to be resumed), paused (at the screening's step, result["paused_at"]), or what `ends` maps an exception raised during
     training (by `on_step`, say) to: such an attempt ended as its caller meant, not by a fault.
     `final_samples` (the sweep's eval design): the final policy is evaluated again with that many
     completions per problem (trainer/final_eval.py): at the end of training, in its process, or
@@ -126,7 +139,7 @@ def execute_attempt(run_dir: str | Path, attempt: int, devices: int = 1, on_step
     result["final_eval"] says how that went, and its failure does not fail a finished run."""
     from grpo_lab.trainer.grpo import Preempted
 
-    ends = {Preempted: "preempted", **(ends or {})}
+    ends = {Paused: "paused", Preempted: "preempted", **(ends or {})}
     run_dir = Path(run_dir)
     t0 = time.time()
     result = {"attempt": attempt, "host": socket.gethostname(), "error": None, "summary": None}
@@ -185,6 +198,13 @@ def _train(run_dir: Path, t0: float, result: dict, devices: int, on_step: OnStep
                           "(tune's pruning) and heartbeats are off", stacklevel=2)
         return train_launched(cfg, run_dir, n)
     beat = {"attempt": result["attempt"], "started": t0, "host": result["host"], "steps": cfg.steps}
+    stop_at = folder.stop_at()
+    stop_at = stop_at if stop_at is not None and stop_at < cfg.steps else None
+    paused: list[int] = []
+    before = folder.result(result["attempt"] - 1) if isinstance(result["attempt"], int) else None
+    if stop_at is not None and before and before.get("status") == "paused" and before.get("paused_at", -1) >= stop_at:
+        result["paused_at"] = before["paused_at"]  # already there: training would overshoot the rung by a step
+        raise Paused(before["paused_at"])
 
     def step_done(step: int, metrics: dict) -> None:
         # the first step of this attempt is where it resumed (its checkpoint's step)
@@ -194,9 +214,20 @@ def _train(run_dir: Path, t0: float, result: dict, devices: int, on_step: OnStep
         folder.write_heartbeat({**beat, "updated": time.time(), "step": step + 1, "reward": metrics.get("reward/mean")})
         if on_step is not None:
             on_step(step, metrics)
+        if stop_at is not None and step + 1 >= stop_at:
+            paused.append(step + 1)
+
+    def leave() -> bool:  # the trainer checkpoints and raises Preempted when this turns true after a step
+        return bool(paused) or (preempt is not None and preempt())
 
     train = executor(cfg.trainer)  # grpo-lab's loop, or another trainer's (trainer/executors.py)
-    return train(cfg, run_dir, on_step=step_done, preempt=preempt, final_samples=final_samples)
+    try:
+        return train(cfg, run_dir, on_step=step_done, preempt=leave, final_samples=final_samples)
+    except Preempted:
+        if paused:
+            result["paused_at"] = paused[0]
+            raise Paused(paused[0]) from None
+        raise
 
 
 if __name__ == "__main__":  # python -m grpo_lab.execution.worker RUN_DIR ATTEMPT DEVICES [EVAL_SAMPLES]
@@ -205,4 +236,4 @@ if __name__ == "__main__":  # python -m grpo_lab.execution.worker RUN_DIR ATTEMP
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     attempt = int(sys.argv[2]) if sys.argv[2].isdigit() else sys.argv[2]
     out = execute(sys.argv[1], attempt, int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)
-    sys.exit({"failed": 1, "preempted": PREEMPTED_EXIT}.get(out["status"], 0))
+    sys.exit({"failed": 1, "preempted": PREEMPTED_EXIT}.get(out["status"], 0))  # paused: 0, it did what it was asked
