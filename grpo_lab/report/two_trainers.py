@@ -15,7 +15,7 @@ from grpo_lab.report.inputs import BASELINE
 from grpo_lab.report.render import MISSING, Badge, Block, Paragraph, Table, TableCell, interval, num, signed, text
 from grpo_lab.spec.arm import TRAINERS, split_arm_model
 
-SIDE = ["effect", "ci_low", "ci_high", "verdict", "tone", "seconds_per_step", "cost_per_effective_sample"]
+SIDE = ["effect", "ci_low", "ci_high", "verdict", "tone", "decided", "seconds_per_step", "cost_per_effective_sample"]
 
 
 def _split(frame: pl.DataFrame) -> pl.DataFrame:
@@ -36,8 +36,10 @@ def arm_speed(runs: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 
 
 def side_by_side(verdicts: pl.DataFrame, speed: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    """(one row per model, task, trick set with every trainer's SIDE columns suffixed ':<trainer>'
-    and `agree`, the trainers in TRAINERS order). `agree` is null unless every trainer has a verdict."""
+    """(one row per model, task, trick set with every trainer's SIDE columns suffixed ':<trainer>',
+    `agree` and `undecided`, the trainers in TRAINERS order). `agree` is null unless every trainer's
+    verdict is decided (verdict_table's `decided`: two undecided verdicts are no agreement);
+    `undecided` is true where no trainer's is."""
     frame = _split(verdicts.filter(pl.col("tricks") != BASELINE)
                    .join(speed, on=["model", "task", "tricks"], how="left"))
     trainers = [t for t in TRAINERS if t in set(frame["trainer"].to_list())]
@@ -47,9 +49,10 @@ def side_by_side(verdicts: pl.DataFrame, speed: pl.DataFrame) -> tuple[pl.DataFr
         side = frame.filter(pl.col("trainer") == t).select(keys + [pl.col(c).alias(f"{c}:{t}") for c in SIDE])
         wide = wide.join(side, on=keys, how="left")
     verdict_cols = [pl.col(f"verdict:{t}") for t in trainers]
-    both = pl.all_horizontal([c.is_not_null() for c in verdict_cols])
+    settled = [pl.col(f"decided:{t}").fill_null(False) for t in trainers]
     same = pl.all_horizontal([c == verdict_cols[0] for c in verdict_cols[1:]] or [pl.lit(True)])
-    return wide.with_columns(pl.when(both).then(same).otherwise(None).alias("agree")), trainers
+    return wide.with_columns(pl.when(pl.all_horizontal(settled)).then(same).otherwise(None).alias("agree"),
+                             (~pl.any_horizontal(settled)).alias("undecided")), trainers
 
 
 def _row(r: dict, trainers: list[str]) -> list[TableCell]:
@@ -57,7 +60,10 @@ def _row(r: dict, trainers: list[str]) -> list[TableCell]:
     for t in trainers:
         effects += [signed(r[f"effect:{t}"]), interval(r[f"ci_low:{t}"], r[f"ci_high:{t}"]),
                     Badge(r[f"verdict:{t}"], r[f"tone:{t}"]) if r[f"verdict:{t}"] else MISSING]
-    agree = MISSING if r["agree"] is None else ("yes" if r["agree"] else "no")
+    if r["agree"] is None:
+        agree = f"{'both' if len(trainers) == 2 else 'all'} undecided" if r["undecided"] else MISSING
+    else:
+        agree = "yes" if r["agree"] else "no"
     speed = [num(r[f"seconds_per_step:{t}"]) for t in trainers]
     cost = [num(None if r[f"cost_per_effective_sample:{t}"] is None else r[f"cost_per_effective_sample:{t}"] * 3600)
             for t in trainers]
@@ -80,9 +86,11 @@ def two_trainer_blocks(verdicts: pl.DataFrame, runs: pl.DataFrame, steps: pl.Dat
     if wide["model"].n_unique() <= 1:
         table = table.without("model")
     decided = wide["agree"].drop_nulls()
+    both = "both trainers" if len(trainers) == 2 else "every trainer"
     intro = Paragraph(
         f"The same trick sets trained by {', '.join(trainers)} on the same problems, rewards, eval problems and "
         f"seeds. Each effect is against the baseline of its own trainer, never across trainers. "
-        f"{int(decided.sum())} of {decided.len()} verdicts agree. Seconds per step count the training steps only "
+        f"{int(decided.sum())} of {decided.len()} trick sets decided under {both} agree; "
+        f"{wide.height - decided.len()} undecided under at least one. Seconds per step count the training steps only "
         f"(set-up, evals and checkpoints left out); the cost per effective sample counts the whole run.")
     return [intro, table]

@@ -320,8 +320,10 @@ def _from_verdicts(frame: pl.DataFrame, decided: dict[tuple[str, str, str], Verd
 
 def verdict_table(stats: pl.DataFrame, effects: pl.DataFrame, interactions: pl.DataFrame,
                   policy: VerdictPolicy, decisions: dict | None = None) -> pl.DataFrame:
-    """Effects joined with hours per trick set, plus `p_holm`, `verdict`, its `tone` and a one-line
-    `reason`. decisions: --decide's waves, verdicts (analysis/verdict.py Verdict) and options
+    """Effects joined with hours per trick set, plus `p_holm`, `verdict`, its `tone`, a one-line
+    `reason` and `decided` (false where the label leaves pass@1 undecided: the Holm rule's
+    undecided, an open or missing --decide verdict; a flagged combination or a collapse verdict
+    "more" is decided). decisions: --decide's waves, verdicts (analysis/verdict.py Verdict) and options
     (execution/waves.py report_rows); when it has verdicts they are the labels, and effect, ci_low,
     ci_high are theirs, with `seeds`, `runs` and `collapse` beside them."""
     base = stats.filter(pl.col("tricks") == BASELINE).select(
@@ -343,19 +345,24 @@ def verdict_table(stats: pl.DataFrame, effects: pl.DataFrame, interactions: pl.D
                                .fill_nan(None))
     frame = frame.with_columns(pl.lit(max(frame.height, 1)).alias("family"))
     most = ((decisions or {}).get("options") or {}).get("most_seeds")
-    labels = []
+    labels, settled = [], []
     for row in frame.iter_rows(named=True):
         combo = _combo_label(row, combos)
         if decided is None:
-            labels.append(combo or _holm_toned(row, policy))
+            own = _holm_toned(row, policy)
+            labels.append(combo or own)
+            settled.append(combo is not None or own[0] != UNDECIDED)
             continue
         v = decided.get((row["model"], row["task"], arm_key(row["tricks"])))
         own = _label_decided(row, v, policy, most)
-        if combo is not None and own[0] == COLLAPSES_MORE:  # the trick's own harm first, the combination's beside it
+        more = v is not None and v.collapse.label == "more"
+        if combo is not None and more:  # the trick's own harm first, the combination's beside it
             own = (own[0], f"{own[1]}; in combination: {combo[1]}", own[2])
-        labels.append(own if combo is None or own[0] == COLLAPSES_MORE else combo)
+        labels.append(own if combo is None or more else combo)
+        settled.append(combo is not None or more or (v is not None and v.decided))
     return (frame.with_columns(pl.Series("verdict", [v for v, _, _ in labels], dtype=pl.Utf8),
                                pl.Series("reason", [r for _, r, _ in labels], dtype=pl.Utf8),
-                               pl.Series("tone", [t for _, _, t in labels], dtype=pl.Utf8))
+                               pl.Series("tone", [t for _, _, t in labels], dtype=pl.Utf8),
+                               pl.Series("decided", settled, dtype=pl.Boolean))
             .sort(["model", "task", "effect", "tricks"], descending=[False, False, True, False],
                   nulls_last=True))

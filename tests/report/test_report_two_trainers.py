@@ -8,7 +8,7 @@ import pytest
 
 from grpo_lab.analysis.interactions import effects
 from grpo_lab.report import ReportData, prepare
-from grpo_lab.report.render import Badge, Table, num
+from grpo_lab.report.render import MISSING, Badge, Paragraph, Table, num
 from grpo_lab.report.sections import build_document
 from grpo_lab.spec.arm import arm_model
 
@@ -19,10 +19,10 @@ NOISE = {"baseline": [0.01, -0.01, 0.015, -0.005], "clip_higher": [-0.005, 0.01,
 SHIFT = sum(NOISE["clip_higher"]) / 4 - sum(NOISE["baseline"]) / 4
 
 
-def _data(trainers: list[str]) -> ReportData:
+def _data(trainers: list[str], sides: dict | None = None) -> ReportData:
     runs, steps = [], []
     for trainer in trainers:
-        base, gain, loop, cost = SIDES[trainer]
+        base, gain, loop, cost = (sides or SIDES)[trainer]
         for tricks in ("baseline", "clip_higher"):
             for seed in range(4):
                 run_id = f"{trainer}-{tricks}-{seed}"
@@ -35,8 +35,8 @@ def _data(trainers: list[str]) -> ReportData:
     return ReportData(frame, pl.concat(steps), effects(frame, "pass@1"), pl.DataFrame(), meta={"name": "two"})
 
 
-def _section(trainers: list[str]):
-    doc = build_document(prepare(_data(trainers)))
+def _section(trainers: list[str], sides: dict | None = None):
+    doc = build_document(prepare(_data(trainers, sides)))
     return {s.id: s for s in doc.sections}
 
 
@@ -50,10 +50,30 @@ def test_each_trainers_effect_is_against_its_own_baseline_side_by_side():
     assert float(row["trl: effect on pass@1"]) == pytest.approx(SHIFT, abs=1e-3)  # not TRL's 0.45 - grpo-lab's 0.30
     verdicts = [row["grpo-lab: verdict"], row["trl: verdict"]]
     assert all(isinstance(v, Badge) for v in verdicts) and verdicts[0].text != verdicts[1].text
-    assert row["verdicts agree"] == "no"
+    assert row["verdicts agree"] == MISSING  # TRL's is undecided: neither agreement nor disagreement
     assert row["grpo-lab: s / step"] == num(20.0 / STEPS) and row["trl: s / step"] == num(50.0 / STEPS)
     cost = [h for h in table.headers if h.endswith("/ effective sample")]
     assert [row[h] for h in cost] == [num(2e-6 * 3600), num(5e-6 * 3600)]
+
+
+def _agreement(sides: dict) -> tuple[str, str]:
+    section = _section(["grpo-lab", "trl"], sides)["trainers"]
+    table = next(b for b in section.blocks if isinstance(b, Table))
+    intro = next(b for b in section.blocks if isinstance(b, Paragraph))
+    return dict(zip(table.headers, table.rows[0]))["verdicts agree"], intro.text
+
+
+def test_two_undecided_verdicts_are_not_an_agreement():
+    no_gain = {t: (base, 0.0, loop, cost) for t, (base, _, loop, cost) in SIDES.items()}
+    agree, intro = _agreement(no_gain)
+    assert agree == "both undecided"
+    assert "0 of 0 trick sets decided under both trainers agree; 1 undecided under at least one" in intro
+    gain = {t: (base, 0.10, loop, cost) for t, (base, _, loop, cost) in SIDES.items()}
+    agree, intro = _agreement(gain)  # both decided and the same: that is an agreement
+    assert agree == "yes"
+    assert "1 of 1 trick sets decided under both trainers agree; 0 undecided under at least one" in intro
+    agree, intro = _agreement(SIDES)  # decided under grpo-lab only
+    assert agree == MISSING and "0 of 0 trick sets decided" in intro and "1 undecided under at least one" in intro
 
 
 def test_the_section_is_left_out_for_a_sweep_of_one_trainer():
