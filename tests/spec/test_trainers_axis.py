@@ -2,6 +2,7 @@
 into the arm's model label, and matrices without the axis keep their cells and run ids."""
 
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -35,12 +36,23 @@ def test_an_arms_model_label_reads_back_as_its_model_and_trainer(model):
     assert str(arm) == f"{model} (trl) / math / clip_higher"
 
 
+# The first three run ids from before the axis existed (computed at 6b02d83^, the commit before it):
+# matrices/quickstart.yaml, spec() and spec() with `trainer: trl` in base (no matrix file has one).
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART_IDS = ["68cad41b603b", "60583f0c8583", "7b8ee220c2ef"]
+SPEC_IDS = ["55ce46dea1f2", "856c878cb811", "e490c3a35cd9"]
+SPEC_TRL_IDS = ["38e862b80ade", "2b5f82e0e12f", "8a90ea8ee6c7"]
+
+
 def test_without_the_axis_and_with_only_grpo_lab_the_cells_and_run_ids_are_unchanged():
     before = expand(spec())
     assert [c.model for c in before] == ["tiny"] * 4
-    assert [c.run_id for c in expand(spec(trainers=["grpo-lab"]))] == [c.run_id for c in before]
-    assert [(c.run_id, c.model) for c in expand(spec(base={**BASE, "trainer": "trl"}))] == \
-           [(c.run_id, c.model) for c in expand(spec(trainers=["trl"]))]
+    assert [c.run_id for c in expand(load_matrix(ROOT / "matrices" / "quickstart.yaml"))[:3]] == QUICKSTART_IDS
+    assert [c.run_id for c in before[:3]] == SPEC_IDS
+    assert [c.run_id for c in expand(spec(trainers=["grpo-lab"]))[:3]] == SPEC_IDS
+    assert [c.run_id for c in expand(spec(base={**BASE, "trainer": "trl"}))[:3]] == SPEC_TRL_IDS
+    assert [c.run_id for c in expand(spec(trainers=["trl"]))[:3]] == SPEC_TRL_IDS
+    assert {c.model for c in expand(spec(trainers=["trl"]))} == {"tiny (trl)"}
 
 
 def test_two_trainers_multiply_the_arms_and_label_them():
