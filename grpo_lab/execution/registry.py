@@ -39,7 +39,7 @@ from sqlalchemy.orm import (
     sessionmaker,
 )
 
-from grpo_lab.spec.arm import arm_label
+from grpo_lab.spec.arm import DEFAULT_TRAINER, arm_label, arm_model, split_arm_model
 from grpo_lab.util.yamlio import ConfigError
 
 WORKSPACE = Path(".grpo-lab")  # per-project folder: registry.db, mlflow.db, runs/
@@ -117,7 +117,7 @@ class SweepRun(Base):
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"))
     position: Mapped[int]  # order in the matrix expansion
     # the arm's model label (spec/arm.arm_model): the model, with its trainer when not grpo-lab's
-    # ("tiny (trl)"), so a registry from before the trainers axis reads as grpo-lab's trainer
+    # ("tiny (trl)"); a registry from before the trainers axis is relabelled when opened (label_trainers)
     model: Mapped[str] = mapped_column(String(200))
     task: Mapped[str] = mapped_column(String(100))
     tricks: Mapped[str] = mapped_column(Text)  # "+"-joined; "" = baseline
@@ -261,6 +261,38 @@ def add_columns(conn) -> None:
         for column in columns:
             if column.split()[0] not in have:
                 conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column}"))
+    label_trainers(conn)
+
+
+def label_trainers(conn) -> None:
+    """Spell the trainer into the model labels a registry from before the trainers axis stored plain
+    (a `trainer: trl` sweep's cells as "tiny"): a cell whose run's config trains under another
+    trainer than grpo-lab's reads "tiny (trl)", and so do its sweep's --decide verdicts (their
+    model, name and record). Rows already labelled are left alone, so running it again changes nothing."""
+    cells = conn.execute(text("SELECT c.id, c.sweep_id, c.model, r.config_json FROM sweep_runs c "
+                              "JOIN runs r ON r.run_id = c.run_id")).all()
+    labels: dict[tuple[int, str], set[str]] = {}  # (sweep, model) -> its cells' labels
+    for cell_id, sweep_id, model, config in cells:
+        trainer = json.loads(config or "{}").get("trainer", DEFAULT_TRAINER)
+        name, said = split_arm_model(model)
+        label = arm_model(model, trainer) if said == DEFAULT_TRAINER else model
+        if label != model:
+            conn.execute(text("UPDATE sweep_runs SET model = :m WHERE id = :id"), {"m": label, "id": cell_id})
+        labels.setdefault((sweep_id, name), set()).add(label)
+    verdicts = conn.execute(text("SELECT id, sweep_id, name, model, record_json FROM decide_verdicts")).all()
+    for row_id, sweep_id, name, model, record in verdicts:
+        have = labels.get((sweep_id, model), set())
+        if split_arm_model(model)[1] != DEFAULT_TRAINER or model in have or len(have) != 1:
+            continue
+        label = next(iter(have))
+        new_name = label + name[len(model):] if name.startswith(model + "/") else name
+        if record:
+            d = json.loads(record)
+            d["model"] = label
+            d["name"] = new_name if d.get("name") == name else d.get("name")
+            record = json.dumps(d)
+        conn.execute(text("UPDATE decide_verdicts SET model = :m, name = :n, record_json = :r WHERE id = :id"),
+                     {"m": label, "n": new_name, "r": record, "id": row_id})
 
 
 def create_schema(engine, url: str) -> None:

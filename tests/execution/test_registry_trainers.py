@@ -1,9 +1,10 @@
 """One sweep, two trainers: the registry keeps each cell's trainer in its arm's model label, a
-registry from before the axis reads as grpo-lab's trainer, and effects compare within a trainer."""
+registry from
+before the axis reads as each run's trainer, and effects compare within a trainer."""
 
 import polars as pl
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from grpo_lab.analysis.interactions import effects
 from grpo_lab.execution import registry as reg
@@ -34,10 +35,28 @@ def test_cells_of_two_trainers_read_back_as_their_arms(tmp_path):
         assert Arm.from_label(cell.model, cell.task, "").trainer == reg.json.loads(cell.run.config_json)["trainer"]
 
 
-def test_a_registry_row_without_a_trainer_reads_as_grpo_labs(tmp_path):
-    session, sweep = _register(tmp_path, None)
+def test_a_trl_sweep_registered_before_the_axis_reads_as_trl_once_the_registry_is_opened(tmp_path):
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    session, sweep = _register(tmp_path, ["trl"])  # base: {trainer: trl}, the only way before the axis
+    ours = reg.Sweep(name="ours", matrix_path="o.yaml")
+    session.add(ours)
+    plan = make_plan(parse_matrix({"name": "ours", "models": ["tiny"], "tasks": ["math"], "seeds": [0],
+                                   "tricks": TRICKS, "base": BASE}))
+    reg.register_cells(session, ours, plan.cells, plan.estimates, tmp_path / "runs", {})
+    session.add(reg.DecideVerdict(sweep_id=sweep.id, name="tiny/math/effect:clip_higher", kind="effect", model="tiny",
+                                  task="math", target="clip_higher", verdict="open", t=0.0,
+                                  record_json=reg.json.dumps({"name": "tiny/math/effect:clip_higher", "model": "tiny"})))
     session.execute(update(reg.SweepRun).values(model="tiny"))  # as every registry before the axis stored it
-    assert {Arm.from_label(c.model, c.task, c.tricks).trainer for c in sweep.cells} == {"grpo-lab"}
+    session.commit()
+    session.close()
+    for _ in range(2):  # opening it again changes nothing more
+        session = reg.connect(url)()
+        got = {s.name: {c.model for c in s.cells} for s in session.scalars(select(reg.Sweep))}
+        assert got == {"two": {"tiny (trl)"}, "ours": {"tiny"}}
+        v = session.scalars(select(reg.DecideVerdict)).one()
+        assert (v.model, v.name) == ("tiny (trl)", "tiny (trl)/math/effect:clip_higher")
+        assert reg.json.loads(v.record_json) == {"name": "tiny (trl)/math/effect:clip_higher", "model": "tiny (trl)"}
+        session.close()
 
 
 def test_a_trick_under_trl_is_compared_with_the_baseline_under_trl(tmp_path):
