@@ -213,6 +213,11 @@ def parse_matrix(data: Any, source: str = "<matrix>", lines: dict | None = None,
         raise ConfigError(f"{where_in(source, lines, ('trainers',))}: field 'trainers': the base sets "
                           f"trainer: {base['trainer']} too ({base_source}); give the trainers on one axis: "
                           f"drop the base's trainer")
+    clash = next((t for t, over in spec.task_base.items() if spec.trainers is not None and "trainer" in over), None)
+    if clash is not None:  # the axis would silently override the task's own trainer
+        raise ConfigError(f"{where_in(source, lines, ('task_base', clash, 'trainer'))}: field 'task_base.{clash}.trainer': "
+                          f"trainer: {spec.task_base[clash]['trainer']} beside the trainers axis; give the trainers "
+                          f"on one axis: drop the task's trainer")
     spec._base_source, spec._base_lines = base_source, base_lines
     return spec
 

@@ -79,6 +79,15 @@ def test_the_axis_and_a_base_trainer_at_once_are_refused_in_one_line_naming_fiel
     assert "\n" not in str(exc.value) and f"{path}:3" in str(exc.value) and "field 'trainers'" in str(exc.value)
 
 
+def test_the_axis_and_a_task_bases_trainer_at_once_are_refused_in_one_line(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text("models: [tiny]\ntasks: [math]\ntrainers: [grpo-lab]\nbase: {levels: 2}\n"
+                    "task_base:\n  math:\n    trainer: trl\n")
+    with pytest.raises(ConfigError) as exc:  # the axis's grpo-lab would silently train math, not TRL
+        load_matrix(path)
+    assert "\n" not in str(exc.value) and f"{path}:7" in str(exc.value) and "task_base.math.trainer" in str(exc.value)
+
+
 @pytest.mark.parametrize("trainers, match", [(["trll"], "unknown trainer 'trll'.*trl"),
                                              (["trl", "trl"], "names a trainer twice"), ([], "at least 1")])
 def test_a_bad_trainers_axis_is_refused_at_its_line(tmp_path, trainers, match):
