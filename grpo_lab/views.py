@@ -144,7 +144,7 @@ class SweepProgress:
 
 
 def _label(cell: reg.SweepRun) -> str:
-    return f"{Arm.of(cell.model, cell.task, cell.tricks)} / seed {cell.seed}"
+    return f"{Arm.from_label(cell.model, cell.task, cell.tricks)} / seed {cell.seed}"
 
 
 def _progress_cells(got: CellProgress | None) -> tuple[str, str, str, str]:

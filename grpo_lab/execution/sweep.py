@@ -153,7 +153,7 @@ def reconcile(sweep: reg.Sweep, plan: Plan, mode: str) -> None:
     mixed = mixed_arms(cell_arms(sweep.cells) + arms)
     if mode == "extend" and not mixed:
         return
-    example = f"{Arm.of(new[0].model, new[0].task, new[0].tricks)} / seed {new[0].seed}"
+    example = f"{Arm.from_label(new[0].model, new[0].task, new[0].tricks)} / seed {new[0].seed}"
     why = (f"Extending would mix configs within an arm: {'; '.join(mixed[:3])}{' ...' if len(mixed) > 3 else ''}. "
            if mixed else "")
     raise ConfigError(

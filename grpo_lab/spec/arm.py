@@ -59,6 +59,10 @@ class Arm:
     tricks: tuple[str, ...] = ()
     trainer: str = DEFAULT_TRAINER
 
+    def __post_init__(self) -> None:
+        if split_arm_model(self.model)[1] != DEFAULT_TRAINER:  # "tiny (trl)" here would read as grpo-lab's
+            raise ValueError(f"Arm.model is a model, not a model label: {self.model!r} (use Arm.from_label)")
+
     @classmethod
     def of(cls, model: str, task: str, tricks: str | Iterable[str] | None, trainer: str = DEFAULT_TRAINER) -> Arm:
         return cls(model, task, tuple(_names(tricks)), trainer)

@@ -59,6 +59,24 @@ def test_a_trl_sweep_registered_before_the_axis_reads_as_trl_once_the_registry_i
         session.close()
 
 
+def test_a_cell_under_trl_is_named_by_its_arm_whose_model_is_never_a_label(tmp_path):
+    from types import SimpleNamespace
+
+    from grpo_lab.execution.sweep import reconcile
+    from grpo_lab.util.yamlio import ConfigError
+    from grpo_lab.views import _label
+
+    with pytest.raises(ValueError, match="not a model label"):
+        Arm.of("tiny (trl)", "math", "clip_higher")
+    cell = SimpleNamespace(model="tiny (trl)", task="math", tricks="clip_higher", seed=0)
+    assert _label(cell) == "tiny (trl) / math / clip_higher / seed 0"
+    session, sweep = _register(tmp_path, ["trl"])
+    more = make_plan(parse_matrix({"name": "two", "models": ["tiny"], "tasks": ["math"], "seeds": [0, 1, 2, 3],
+                                   "trainers": ["trl"], "tricks": TRICKS, "base": BASE}))
+    with pytest.raises(ConfigError, match=r"e\.g\. tiny \(trl\) / math / baseline / seed 3"):
+        reconcile(sweep, more, "refuse")
+
+
 def test_a_trick_under_trl_is_compared_with_the_baseline_under_trl(tmp_path):
     session, sweep = _register(tmp_path, ["grpo-lab", "trl"])
     # outcomes: TRL's runs score 0.5 higher everywhere; clip_higher adds 0.1 under grpo-lab, 0.3 under TRL
