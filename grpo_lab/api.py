@@ -19,18 +19,40 @@ from typing import Any
 WORKSPACE = Path(".grpo-lab")
 
 
-def plan(matrix: str | Path, hardware: str | None = None, workspace: str | Path = WORKSPACE, db: str | None = None):
+def plan(matrix: str | Path, hardware: str | None = None, workspace: str | Path = WORKSPACE, db: str | None = None,
+         screen: dict[str, Any] | None = None):
     """The matrix's Plan (grpo_lab/spec/plan.py): every cell priced on `hardware` (default: the
-    matrix's budget profile), calibrated by the finished runs in the workspace's registry."""
+    matrix's budget profile), calibrated by the finished runs in the workspace's registry. screen:
+    `sweep --screen`'s options (rungs=(0.25, 0.5)): the Plan's `screening` then holds the range a
+    screened sweep would spend (spec/screen_spend.py); bad rungs are one ConfigError, as in `sweep`."""
     from grpo_lab.execution.calibration import from_registry
     from grpo_lab.spec.matrix import load_matrix
     from grpo_lab.spec.plan import check_data, make_plan, plan_hardware
 
+    options = None
+    if screen is not None:
+        from grpo_lab.execution.screen import ScreenOptions
+
+        options = ScreenOptions.parse(screen)
     spec = load_matrix(matrix)
     measured = from_registry(db, Path(workspace), plan_hardware(spec, hardware))
     planned = make_plan(spec, hardware, name=Path(matrix).stem, calibrations=measured)
+    if options is not None:
+        planned = screened(planned, options, Path(matrix))
     check_data(planned)
     return planned
+
+
+def screened(planned, options, matrix: Path):
+    """The Plan with what a screened sweep of it would spend; a rung that misses an eval, or cells
+    that differ in steps, are one ConfigError naming the field and the file (execution/screen.py)."""
+    from dataclasses import replace
+
+    from grpo_lab.execution.screen import check_rungs
+    from grpo_lab.spec.screen_spend import screening_spend
+
+    steps = check_rungs({id(c.shared): c.shared for c in planned.cells}.values(), options, matrix)[1]
+    return replace(planned, screening=screening_spend(planned, steps))
 
 
 def sweep(matrix: str | Path, on_event=None, **options: Any):

@@ -20,7 +20,7 @@ from grpo_lab.spec.plan import Plan
 from grpo_lab.spec.arm import Arm, arm_label
 
 STYLE = {"finished": "green", "stopped": "yellow", "failed": "red", "running": "cyan", "pending": "dim",
-         "interrupted": "magenta", "preempted": "blue"}
+         "interrupted": "magenta", "preempted": "blue", "dropped": "dim"}
 
 
 @dataclass(frozen=True)
@@ -195,10 +195,11 @@ def pass_at_1(cell: reg.SweepRun) -> tuple[float, float] | None:
     return summary.base["eval/pass@1"], summary.final["eval/pass@1"]
 
 
-def runs_table(sweep: reg.Sweep, driving: bool = True) -> Table:
+def runs_table(sweep: reg.Sweep, driving: bool = True, dropped: dict[str, tuple[int, int]] | None = None) -> Table:
     """Every run of a sweep; a running one with its step, ETA and hours so far from its heartbeat
     (so `status` shows a sweep another shell is driving); without a live driver (`driving`), an
-    orphaned run (its driver killed) as interrupted."""
+    orphaned run (its driver killed) as interrupted; a run of an arm --screen dropped (`dropped`:
+    run id -> (rung, step), execution/screen.dropped_at) as dropped there, not as pending."""
     table = Table(title=f"sweep {sweep.name} ({sweep.unit})")
     for col in ("run id", "model", "task", "tricks", "seed", "status", "step", "ETA", "pass@1", "attempts", "hours",
                 "error"):
@@ -209,12 +210,14 @@ def runs_table(sweep: reg.Sweep, driving: bool = True) -> Table:
         status = run.status
         if orphaned(run, driving):
             status, err = "interrupted", "its sweep driver is gone: re-run the sweep to resume"
+        elif run.status not in reg.DONE and cell.run_id in (dropped or {}):
+            status = "dropped (rung {}, step {})".format(*dropped[cell.run_id])
         p = pass_at_1(cell)
         got = cell_progress(run.out_dir, attempt=run.attempts[-1].number) if status == "running" else None
         step, _, _, eta = _progress_cells(got) if got else ("", "", "", "")
         hours = run.gpu_hours + (got.elapsed * run.devices / 3600 if got else 0.0)
         table.add_row(cell.run_id, cell.model, cell.task, arm_label(cell.tricks), str(cell.seed),
-                      f"[{STYLE.get(status, '')}]{status}[/]", step, eta,
+                      f"[{STYLE.get(status.split()[0], '')}]{status}[/]", step, eta,
                       f"{p[0]:.2f} -> {p[1]:.2f}" if p else "-", str(len(run.attempts)), f"{hours:.3g}", err)
     return table
 
@@ -308,6 +311,8 @@ def show_plan(console: Console, p: Plan, table: bool = True) -> None:
     else:
         share = f"{p.total / p.limit:.0%} of {fmt_hours(p.limit)} {unit}" + (f" (tier {p.tier})" if p.tier else "")
         console.print(f"budget: [green]fits[/], {share}" if p.fits else f"budget: [bold red]does NOT fit[/], {share}")
+    for line in p.screening.describe(unit) if p.screening else ():
+        console.print(line, markup=False, highlight=False)
 
 
 def plan_lines(p: Plan) -> Iterator[str]:

@@ -92,3 +92,30 @@ def test_the_closing_line_gives_an_undecided_rows_holm_p_beside_its_uncorrected_
     # half-width 0.0215 at 2 seeds, widened for the first Holm step of 2: 2·(0.0215·(2.241/1.960)/0.02)² = 3.02 → 4
     assert "About 4 seeds per arm would resolve ±0.02" in first
     assert "labels and Holm p corrected over the table" in last
+
+
+def test_runs_of_an_arm_screen_dropped_read_dropped_at_their_rung_not_pending(tmp_path):
+    from grpo_lab.execution.screen import dropped_at, state_file
+    from grpo_lab.util.files import write_json
+    from grpo_lab.views import runs_table
+
+    def run_cell(run_id, tricks, position, status):
+        run = SimpleNamespace(status=status, error=None, out_dir=str(tmp_path / run_id), gpu_hours=0.01, devices=1,
+                              attempts=[SimpleNamespace(number=1, status="paused", job_id=None)])
+        return SimpleNamespace(run_id=run_id, model="tiny", task="math", tricks=tricks, seed=0, position=position,
+                               run=run)
+
+    sweep = SimpleNamespace(name="scr", unit="device-hours",
+                            cells=[run_cell("b0", "", 0, "pending"), run_cell("e0", "ema_reference", 1, "pending")])
+    (tmp_path / "screens").mkdir()
+    write_json(state_file(tmp_path, "scr"), {"rule": {}, "rungs": [
+        {"rung": 0, "step": 2, "drops": [], "unread": {}},
+        {"rung": 1, "step": 4, "drops": [{"arm": ["tiny", "math", "ema_reference"], "run_ids": ["e0"],
+                                          "hours": 0.01, "hours_saved": 0.01}], "unread": {}}]})
+    assert dropped_at(tmp_path, "scr") == {"e0": (2, 4)}
+    assert dropped_at(tmp_path, "other") == {}
+    console = Console(record=True, width=250)
+    console.print(runs_table(sweep, driving=True, dropped=dropped_at(tmp_path, "scr")))
+    rows = {rid: line for line in console.export_text().splitlines() for rid in ("b0", "e0") if f" {rid} " in line}
+    assert "dropped (rung 2, step 4)" in rows["e0"] and "pending" not in rows["e0"]
+    assert "pending" in rows["b0"] and "dropped" not in rows["b0"]

@@ -49,6 +49,8 @@ def plan(
     sequence: Sequence = typer.Option(Sequence.t, help="--decide-delta: the confidence sequence `sweep --decide` will use"),
     decide_sd: float = typer.Option(0.02, "--decide-sd", help="--decide-delta: sd of one run's pass@1 to plan with (ten_tricks runs: 0.005-0.03 per task; 0 = the noise-free floor)"),
     estimand: Estimand = typer.Option(Estimand.healthy, help="--decide-delta: " + ESTIMAND_HELP.removeprefix("--decide: ")),
+    screen: bool = typer.Option(False, "--screen", help="also price `sweep --screen`: the range of device-hours from nothing dropped to every droppable arm dropped at the first rung, and per rung (where in it a sweep lands depends on its data)"),
+    rungs: str = typer.Option("0.25,0.5", help="--screen: the rungs, fractions of the matrix's steps (each must land on an eval step)"),
 ) -> None:
     """Expand a matrix and price every cell before any compute is spent (exit 0 whether or not it fits).
     Estimates are corrected by what finished runs of the same model measured, where the registry has any."""
@@ -60,7 +62,7 @@ def plan(
     from grpo_lab.views import plan_lines, show_plan
 
     try:
-        p = make_plan(matrix, hardware, workspace, db)
+        p = make_plan(matrix, hardware, workspace, db, screen=dict(rungs=rungs_option(rungs)) if screen else None)
     except ConfigError as exc:
         fail(exc)
     if as_json or cells:  # streamed: a plan can have hundreds of thousands of cells
@@ -250,12 +252,13 @@ class SweepView:
     def on_finished(self, result, attempts: int, skipped: int, decide_stop: str | None) -> None:
         from rich.markup import escape
 
+        from grpo_lab.execution.screen import dropped_at
         from grpo_lab.views import runs_table
 
         self.live.close()  # the live view ends before the outcome prints
         if decide_stop:
             console.print(f"--decide stopped: {decide_stop}")
-        console.print(runs_table(self.sweep))
+        console.print(runs_table(self.sweep, dropped=dropped_at(self.workspace, self.sweep.name)))
         for line in verdict_lines(self.sweep):
             console.print(line, markup=False, highlight=False)
         # counted from the registry: with --decide the attempts ran in the waves' own passes
@@ -288,6 +291,7 @@ def status(
     """Counts per sweep, or the status of every run of one sweep."""
     from grpo_lab.execution import registry as reg
     from grpo_lab.execution.lease import driver_alive
+    from grpo_lab.execution.screen import dropped_at
     from grpo_lab.views import runs_table, sweeps_table
 
     Session = open_registry(db, workspace)
@@ -302,7 +306,7 @@ def status(
             from grpo_lab.util.yamlio import suggest
 
             fail(ConfigError(f"no sweep '{sweep_name}'{suggest(sweep_name, [s.name for s in sweeps])}"))
-        console.print(runs_table(sw, driving))
+        console.print(runs_table(sw, driving, dropped_at(workspace, sw.name)))
 
 
 @app.command()

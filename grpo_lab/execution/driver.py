@@ -18,7 +18,7 @@ Events, `on_event(kind, **data)`, in the order they happen:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -83,10 +83,12 @@ def run_sweep(request: SweepRequest, on_event: Events | None = None) -> SweepRes
     screen = None
     if request.screen is not None:  # its rungs must land on evals: refused before anything runs
         from grpo_lab.execution.screen import ScreenOptions, check_rungs
+        from grpo_lab.spec.screen_spend import screening_spend
 
         options = ScreenOptions.parse(request.screen)
         screen = (options, check_rungs({id(c.shared): c.shared for c in plan.cells}.values(), options,
                                        Path(request.matrix))[1])
+        plan = replace(plan, screening=screening_spend(plan, screen[1]))  # shown with the plan
     profile = load_profile(request.runner or load_matrix(request.matrix).runner)
     check_runnable({id(c.shared): c.shared for c in plan.cells}.values(),  # before preflight loads models
                    local=profile.kind == "local")

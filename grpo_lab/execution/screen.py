@@ -165,3 +165,10 @@ def rung_line(rung: dict, left: int) -> str:
 def recorded(workspace: Path, sweep: str) -> dict | None:
     """The screening a sweep recorded (the report's section), None without one."""
     return read_json(state_file(workspace, sweep))
+
+
+def dropped_at(workspace: Path, sweep: str) -> dict[str, tuple[int, int]]:
+    """run id -> (rung, counted from 1 as rung_line counts it, and its step) of every run of an arm
+    the sweep's screening dropped; {} for a sweep that was not screened."""
+    state = recorded(workspace, sweep) or {}
+    return {rid: (r["rung"] + 1, r["step"]) for r in state.get("rungs", []) for d in r["drops"] for rid in d["run_ids"]}

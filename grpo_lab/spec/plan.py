@@ -7,6 +7,7 @@ import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from grpo_lab.spec.arm import arm_label
 from grpo_lab.spec.budget import PHASES, Calibration, Estimate, calibration_key, estimate_cells
@@ -14,6 +15,9 @@ from grpo_lab.spec.matrix import DEFAULT_HARDWARE, Cell, MatrixSpec, expand
 from grpo_lab.spec.model_cards import Hardware, load_hardware
 from grpo_lab.util.names import name_problem
 from grpo_lab.util.yamlio import ConfigError
+
+if TYPE_CHECKING:
+    from grpo_lab.spec.screen_spend import ScreeningSpend
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,7 @@ class Plan:
     tier: str | None
     price: float  # per device-hour
     calibrations: dict[str, Calibration] = field(default_factory=dict)  # calibration_key -> what corrected its cells
+    screening: ScreeningSpend | None = None  # what `sweep --screen` would spend (spec/screen_spend.py); None: not asked
 
     @property
     def total(self) -> float:
@@ -51,6 +56,7 @@ class Plan:
             yield Group(model, task, tricks, [c.seed for c, _ in rows], rows[0][1], sum(e.total for _, e in rows))
 
     def _header(self) -> dict:
+        screening = {} if self.screening is None else {"screening": self.screening.to_dict()}
         return {
             "name": self.name, "hardware": self.hardware.name, "unit": self.hardware.unit,
             "totals": {"cells": len(self.cells), "gpu_hours": self.total, "phases": self.phase_totals(),
@@ -58,6 +64,7 @@ class Plan:
             "budget": None if self.limit is None else {"tier": self.tier, "gpu_hours": self.limit},
             "fits": self.fits,
             "warnings": self.warnings,
+            **screening,
         }
 
     def cell_rows(self) -> Iterator[dict]:
