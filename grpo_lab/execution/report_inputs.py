@@ -20,6 +20,7 @@ import polars as pl
 from grpo_lab.analysis.curves import from_run_dirs
 from grpo_lab.execution import registry as reg
 from grpo_lab.report.inputs import ReportData
+from grpo_lab.report.screening import Screening
 from grpo_lab.rundir import RunDir, Summary
 
 SAMPLING_PHASES = ("rollout", "reward", "eval", "final_eval")
@@ -92,9 +93,29 @@ def _costs(sweep: reg.Sweep, cells: list[reg.SweepRun], effective: float, decisi
     }
 
 
-def _partial(sweep: reg.Sweep, cells: list[reg.SweepRun]) -> str | None:
-    """'k of n cells finished' while some of the sweep's cells are not, else None."""
-    return None if len(cells) == len(sweep.cells) else f"{len(cells)} of {len(sweep.cells)} cells finished"
+def _partial(sweep: reg.Sweep, cells: list[reg.SweepRun], dropped: frozenset[str] = frozenset()) -> str | None:
+    """'k of n cells finished' while some of the sweep's cells are not, else None; the cells of arms
+    --screen dropped are not counted: they are not still to run."""
+    def counted(some: list) -> int:
+        return len(some) - (sum(c.run_id in dropped for c in some) if dropped else 0)
+
+    total, done = counted(sweep.cells), counted(cells)
+    return None if done == total else f"{done} of {total} cells finished"
+
+
+def screening(sweep: reg.Sweep) -> Screening | None:
+    """What `sweep --screen` recorded for the sweep (execution/screen.py), with its dropped runs'
+    labels; None when it was not screened. The record sits in the workspace its runs were made in."""
+    from grpo_lab.execution.screen import recorded
+
+    workspaces = dict.fromkeys(Path(c.run.out_dir).parent.parent for c in sweep.cells)
+    record = next((r for ws in workspaces if (r := recorded(ws, sweep.name))), None)
+    if record is None:
+        return None
+    dropped = {run_id for rung in record.get("rungs") or () for d in rung.get("drops") or () for run_id in d["run_ids"]}
+    runs = [{**c.labels(), "folder": str(Path(c.run.out_dir).resolve())}
+            for c in sorted(sweep.cells, key=lambda c: c.position) if c.run_id in dropped]
+    return Screening.from_record(record, runs)
 
 
 def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) -> ReportData:
@@ -111,7 +132,7 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
     from grpo_lab.execution.tracking import child_run_name
     from grpo_lab.report.samples import sample_frame
 
-    cells = _done_cells(sweep)
+    cells, screened = _done_cells(sweep), screening(sweep)
     if not cells:
         raise ValueError(f"sweep '{sweep.name}' has no finished run yet: run `grpo-lab sweep` first")
     if mixed := mixed_arms(cell_arms(cells)):
@@ -147,9 +168,10 @@ def sweep_data(sweep: reg.Sweep, metric: str = "pass@1", logit: bool = False) ->
         costs=_costs(sweep, cells, effective, decisions), env=json.loads(sweep.env_json or "{}"),
         variance=budget_frame(labelled), decisions=decisions,
         curves=from_run_dirs([(c.labels(), Path(c.run.out_dir), c.run.devices) for c in cells], f"eval/{metric}"),
-        samples=sample_frame(labelled),
-        meta={"sweep": sweep.name, "matrix": matrix, "partial": _partial(sweep, cells), "metric": metric, "created": sweep.created_at.isoformat(),
-              "commands": reproduce_commands(sweep, matrix, metric, logit, decisions)},
+        samples=sample_frame(labelled), screening=screened,
+        meta={"sweep": sweep.name, "matrix": matrix, "metric": metric, "created": sweep.created_at.isoformat(),
+              "partial": _partial(sweep, cells, frozenset(screened.dropped_status()) if screened else frozenset()),
+              "commands": reproduce_commands(sweep, matrix, metric, logit, decisions, screened)},
     )
 
 
@@ -197,13 +219,18 @@ def _decide_flags(decisions: dict) -> tuple[list[str], str]:
     return flags + ([] if samples == "auto" else ["--eval-samples", "none" if samples is None else str(samples)]), ""
 
 
-def reproduce_commands(sweep: reg.Sweep, matrix: str, metric: str, logit: bool, decisions: dict) -> list[str]:
+def reproduce_commands(sweep: reg.Sweep, matrix: str, metric: str, logit: bool, decisions: dict,
+                       screened: Screening | None = None) -> list[str]:
     """plan, sweep and report with every flag the registry recorded: the sweep's name when it is
-    not the matrix file's, the runner its attempts ran on (when one, and not local), --decide's."""
+    not the matrix file's, the runner its attempts ran on (when one, and not local), --decide's,
+    --screen's."""
     named = ["--name", sweep.name] if sweep.name != Path(sweep.matrix_path).stem else []
     kinds = {a.runner for c in sweep.cells for a in c.run.attempts}
     runner = ["--runner", kinds.pop()] if len(kinds) == 1 and kinds != {"local"} else []
     decide, note = _decide_flags(decisions)
+    if screened is not None:
+        decide += ["--screen", "--rungs", ",".join(f"{f:g}" for f in screened.fractions)]
+        decide += [] if "--delta" in decide else ["--delta", f"{screened.delta:g}"]
     delta = (decisions.get("options") or {}).get("delta")
     plan = ["grpo-lab", "plan", matrix] + ([] if delta is None else ["--decide-delta", f"{delta:g}"])
     report = ["grpo-lab", "report", sweep.name, "--metric", metric] + (["--logit"] if logit else [])

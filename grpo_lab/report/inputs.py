@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from grpo_lab.analysis.curves import ArmFits
+from grpo_lab.report.screening import Screening
 from grpo_lab.spec.arm import BASELINE  # noqa: F401  (the report modules read it from here)
 
 KEYS = ["model", "task", "tricks"]
@@ -75,7 +76,8 @@ class ReportData:
     variance and decisions: the "decisions" section, shown when either is given (decisions:
     waves, verdicts (analysis/verdict.py Verdict, rendered as they are) and the --decide
     options, execution/waves.py report_rows); curves: each arm's compute-curve fits, the
-    "Compute curves" section; samples: eval completions side by side (report/samples.py)."""
+    "Compute curves" section; samples: eval completions side by side (report/samples.py);
+    screening: what a --screen sweep's rungs dropped, the "Screening" section (None: not screened)."""
 
     runs: pl.DataFrame
     steps: pl.DataFrame
@@ -89,6 +91,7 @@ class ReportData:
     decisions: dict[str, Any] = field(default_factory=dict)
     curves: list[ArmFits] = field(default_factory=list)  # analysis/curves.py, per arm
     samples: pl.DataFrame = field(default_factory=pl.DataFrame)  # report/samples.py SCHEMA
+    screening: Screening | None = None  # report/screening.py
 
     def __post_init__(self) -> None:
         self.runs = conform(self.runs, RUNS_SCHEMA)

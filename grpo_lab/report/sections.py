@@ -14,6 +14,7 @@ from grpo_lab.report.decisions import decision_blocks, variance_blocks
 from grpo_lab.report.inputs import KEYS, ReportData
 from grpo_lab.report.recommend import recommendation
 from grpo_lab.report.samples import sample_blocks
+from grpo_lab.report.screening import runs_with_dropped, screening_blocks
 from grpo_lab.report.render import (
     MISSING,
     Badge,
@@ -309,7 +310,7 @@ def build_document(p: Parts) -> Document:
         Section("interactions", "Interactions between tricks", _interactions(p)),
         Section("costs", "Costs", cost_blocks(p.data, unit)),
         Section("environment", "Environment", _environment(p.data)),
-        Section("runs", "Runs", runs_blocks(p.data.runs)),
+        Section("runs", "Runs", runs_blocks(runs_with_dropped(p.data.runs, p.data.screening))),
         Section("reproduce", "Reproduce", _reproduce(p.data)),
     ]
     decided = decision_blocks(p.data.decisions, unit) + variance_blocks(p.data.variance, unit)
@@ -318,6 +319,10 @@ def build_document(p: Parts) -> Document:
     trainers = two_trainer_blocks(p.verdicts, p.data.runs, p.data.steps, unit, p.data.metric)
     if trainers:  # a sweep of one trainer has nothing to set side by side
         sections.insert(3, Section("trainers", "Same trick, two trainers", trainers))
+    screened = screening_blocks(p.data.screening, unit)
+    if screened:  # after the verdicts: it says which arms have none
+        after = [s.id for s in sections].index("verdicts") + 1
+        sections.insert(after, Section("screening", "Screening", screened))
     if p.data.runs["model"].n_unique() <= 1:
         # One model: the summary names it; a constant column would only push tables wider.
         for section in sections:
