@@ -9,6 +9,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 TINY_FAST = str(ROOT / "tests" / "data" / "tiny-fast.yaml")
 
+# The CLI's console reads COLUMNS once, when grpo_lab.cli is imported; xdist's workers set it (80)
+# and a shell may too: the CLI tests read its output as a pipe gives it (no COLUMNS).
+os.environ.pop("COLUMNS", None)
 # Warm-started tiny models are cached across test runs (CI sets its own folder).
 os.environ.setdefault("GRPO_LAB_CACHE", str(ROOT / ".cache"))
 

@@ -37,6 +37,7 @@ def run_sweep_on(runner, tmp_path):
     return sweep
 
 
+@pytest.mark.cluster
 def test_ray_runner_local_cluster(tmp_path):
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

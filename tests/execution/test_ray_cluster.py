@@ -17,7 +17,7 @@ from grpo_lab.execution.runners.base import RayOptions
 from grpo_lab.execution.sweep import SweepOptions, execute_sweep, open_sweep, plan_for
 from tests.execution.sweeps import write_matrix
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 STEPS = 30
 
 

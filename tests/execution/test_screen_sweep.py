@@ -16,8 +16,10 @@ from grpo_lab.execution import registry as reg
 from grpo_lab.execution import screen as screen_mod
 from grpo_lab.execution.driver import SweepRequest, run_sweep
 from grpo_lab.execution.runners.local import LocalRunner
+from grpo_lab.execution.report_inputs import sweep_data
 from grpo_lab.execution.screen import ScreenOptions, check_rungs, recorded, run_screening
 from grpo_lab.execution.sweep import SweepOptions, execute_sweep, open_sweep, plan_for, recover
+from grpo_lab.report import write_report
 from grpo_lab.rundir import RunDir
 from grpo_lab.util.yamlio import ConfigError
 from tests.execution.sweeps import write_matrix
@@ -93,6 +95,12 @@ def test_a_screened_sweep_pauses_continues_and_drops_without_paying_twice(tmp_pa
     assert len(recorded(ws, sweep.name)["rungs"]) == 2
     with pytest.raises(ConfigError, match="its screening ran with"):
         screened_once(matrix, ws, ScreenOptions(rungs=(0.5,)))
+
+    # the report says who was dropped and when, and lists the dropped runs as such, not as missing
+    _, md = write_report(sweep_data(sweep), tmp_path / "report")
+    text = md.read_text()
+    assert "## Screening" in text and "Partial" not in text
+    assert text.count("dropped (rung 1, step 2)") == len(by_trick[TRICK])
     session.close()
 
 

@@ -23,7 +23,7 @@ from grpo_lab.execution.sweep import SweepOptions, execute_sweep, open_sweep, pl
 from grpo_lab.rundir import RunDir
 from tests.execution.sweeps import write_matrix
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 FOUR = {"seeds": [0, 1], "tricks": ["baseline", {"singles": ["ema_reference"]}]}  # 4 cells
 OVERHEAD = 45  # seconds a job spends outside execute: sbatch script, srun, Python and torch imports
