@@ -92,3 +92,19 @@ def test_node_lost_mid_sweep_runs_resume_on_the_other_node(cluster, postgres, tm
     assert lost.attempts[1].start_step >= 2  # from its checkpoint (every 2 steps), not from step 0
     for d in dirs:
         assert [json.loads(line)["step"] for line in (d / "metrics.jsonl").read_text().splitlines()] == list(range(STEPS))
+
+
+def test_a_screened_sweep_pauses_and_resumes_on_the_cluster(cluster, tmp_path, monkeypatch):
+    """--screen on Ray: a rung's attempts are tasks on the worker nodes that pause at the rung and
+    the next rung's tasks resume them (tests/execution/screened.py says what must hold)."""
+    from grpo_lab.execution.runners.ray_runner import RayRunner
+    from tests.execution.screened import RUNGS, check_screened, force_drop, screen_matrix, screened_once
+
+    nodes, _ = cluster
+    force_drop(monkeypatch)
+    ws = tmp_path / "ws"
+    sweep, session, dropped = screened_once(screen_matrix(tmp_path), ws, RUNGS,
+                                            lambda: RayRunner(RayOptions(address=nodes.address)))
+    check_screened(sweep, ws, dropped)
+    assert {a.runner for c in sweep.cells for a in c.run.attempts} == {"ray"}
+    session.close()

@@ -222,3 +222,18 @@ def test_deepspeed_over_two_slurm_tasks_matches_one_process_first_step(slurm, tm
         assert rank0[key] == pytest.approx(one[key], rel=1e-5, abs=1e-9), key
     assert rank0["train/grad_norm"] == rank1["train/grad_norm"]  # one all-reduced gradient: one process group
     assert rank0["reward/mean"] != rank1["reward/mean"] or rank0["loss/policy"] != rank1["loss/policy"]  # own prompts
+
+
+def test_a_screened_sweep_pauses_and_resumes_through_slurm_jobs(slurm, tmp_path, monkeypatch):
+    """--screen on Slurm: each rung's attempts are job-array tasks that pause at the rung and the
+    next rung's jobs resume them (tests/execution/screened.py says what must hold)."""
+    from tests.execution.screened import RUNGS, check_screened, force_drop, screen_matrix, screened_once
+
+    force_drop(monkeypatch)
+    ws = tmp_path / "ws"
+    sweep, session, dropped = screened_once(screen_matrix(tmp_path), ws, RUNGS,
+                                            lambda: SlurmRunner(options(array=True), ws, slots=2))
+    check_screened(sweep, ws, dropped)
+    assert {a.runner for c in sweep.cells for a in c.run.attempts} == {"slurm"}
+    assert all(a.job_id for c in sweep.cells for a in c.run.attempts)
+    session.close()
