@@ -20,7 +20,12 @@ from grpo_lab.spec.plan import Plan
 from grpo_lab.spec.arm import Arm, arm_label
 
 STYLE = {"finished": "green", "stopped": "yellow", "failed": "red", "running": "cyan", "pending": "dim",
-         "interrupted": "magenta", "preempted": "blue", "dropped": "dim"}
+         "interrupted": "magenta", "preempted": "blue", "paused": "blue", "dropped": "dim"}
+
+
+def styled(status: str) -> str:
+    """`status` in its colour (rich markup); a status without one plain, never an empty tag."""
+    return f"[{STYLE.get((status.split() or [''])[0], 'none')}]{status}[/]"
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ class SweepProgress:
             self.done += out.status in reg.DONE  # a preempted or interrupted run is not done: it resumes
             self.failed += out.status == "failed"
             msg = (out.error or "").strip().splitlines()[0] if out.error else ""
-            self.console.print(f"[{STYLE.get(out.status, '')}]{out.status:>8}[/] {cell.run_id}  {_label(cell)}  "
+            self.console.print(f"{styled(f'{out.status:>8}')} {cell.run_id}  {_label(cell)}  "
                                f"{time.time() - t0:.0f}s  {msg}", highlight=False)
 
     def eta(self, rows: list[CellProgress | None]) -> float | None:
@@ -217,7 +222,7 @@ def runs_table(sweep: reg.Sweep, driving: bool = True, dropped: dict[str, tuple[
         step, _, _, eta = _progress_cells(got) if got else ("", "", "", "")
         hours = run.gpu_hours + (got.elapsed * run.devices / 3600 if got else 0.0)
         table.add_row(cell.run_id, cell.model, cell.task, arm_label(cell.tricks), str(cell.seed),
-                      f"[{STYLE.get(status.split()[0], '')}]{status}[/]", step, eta,
+                      styled(status), step, eta,
                       f"{p[0]:.2f} -> {p[1]:.2f}" if p else "-", str(len(run.attempts)), f"{hours:.3g}", err)
     return table
 

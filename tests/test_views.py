@@ -119,3 +119,16 @@ def test_runs_of_an_arm_screen_dropped_read_dropped_at_their_rung_not_pending(tm
     rows = {rid: line for line in console.export_text().splitlines() for rid in ("b0", "e0") if f" {rid} " in line}
     assert "dropped (rung 2, step 4)" in rows["e0"] and "pending" not in rows["e0"]
     assert "pending" in rows["b0"] and "dropped" not in rows["b0"]
+
+
+def test_every_status_an_attempt_can_end_with_prints_in_the_live_view():
+    """A screened sweep's attempts end `paused`: the view's line must print it (an unstyled status
+    once made an empty markup tag, and the CLI sweep died at the first rung)."""
+    from grpo_lab.execution.registry import STATUSES
+    from grpo_lab.views import styled
+
+    statuses = (*STATUSES, "paused", "preempted", "interrupted", "dropped (rung 1, step 2)", "new-status")
+    console = Console(record=True, width=80)
+    for status in statuses:
+        console.print(styled(f"{status:>8}"))
+    assert console.export_text().split() == [word for status in statuses for word in status.split()]

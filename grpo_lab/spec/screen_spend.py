@@ -62,6 +62,9 @@ class ScreeningSpend:
     def describe(self, unit: str) -> list[str]:
         """The lines `plan --screen` and `sweep --screen` print under the plan."""
         fractions = ", ".join(f"{r.fraction:g}" for r in self.rungs)
+        if not self.droppable:
+            return [f"--screen (rungs {fractions} of {self.full} steps): {fmt_hours(self.most)} {unit}, the full plan: "
+                    "no arm can be dropped (each model and task has only the arm screening keeps)"]
         lines = [f"--screen (rungs {fractions} of {self.full} steps): {fmt_hours(self.least)} to "
                  f"{fmt_hours(self.most)} {unit}, cost ~{self.least * self.price:,.2f} to ~{self.most * self.price:,.2f}",
                  f"  most {fmt_hours(self.most)}: nothing dropped, the full plan (a screened run resumes its own "

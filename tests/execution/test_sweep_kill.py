@@ -18,16 +18,17 @@ ROOT = Path(__file__).resolve().parents[2]
 STEPS = 48  # long enough that the second run cannot finish between two polls on an idle box
 
 
-def start(matrix: Path, ws: Path, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "grpo_lab.cli", "sweep", str(matrix), "--workspace", str(ws), "--max-parallel", "1"]
+def start(matrix: Path, ws: Path, log: Path, *more: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "grpo_lab.cli", "sweep", str(matrix), "--workspace", str(ws), "--max-parallel", "1",
+           *more]
     return subprocess.Popen(cmd, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT,
                             env={**os.environ, "COLUMNS": "200"})
 
 
-def state(ws: Path) -> list[tuple[str, str, list]]:
+def state(ws: Path, name: str = "killme") -> list[tuple[str, str, list]]:
     Session = reg.connect(reg.default_url(ws))
     with Session() as s:
-        sweep = reg.get_sweep(s, "killme")
+        sweep = reg.get_sweep(s, name)
         if sweep is None:
             return []
         return [(c.run_id, c.run.status, [(a.status, a.start_step, a.gpu_hours) for a in c.run.attempts])
@@ -77,4 +78,39 @@ def test_kill_9_then_restart_runs_each_finished_run_once(tmp_path):
     # heartbeat of a step and its checkpoint), not the heartbeat's step and not step 0
     assert attempts[1][1] >= 4 and attempts[1][1] % 2 == 0 and beat - 3 <= attempts[1][1] <= beat
     steps = [json.loads(line)["step"] for line in (ws / "runs" / second_id / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(STEPS))
+
+
+def test_kill_9_mid_rung_then_restart_finishes_the_screening_training_no_step_twice(tmp_path):
+    """--screen killed while its run trains toward the second rung (step 24): the restarted sweep
+    keeps the first rung's decision, resumes the run from its checkpoint to the second rung, then
+    to the end; each step is in metrics.jsonl once."""
+    matrix = write_matrix(tmp_path, "killscr", seeds=[0], tricks=["baseline"], steps=STEPS,
+                          eval={"every": 4, "problems": 8, "samples": 2, "k": [1, 2]})
+    ws, screen = tmp_path / "ws", ("--screen", "--rungs", "0.25,0.5")
+    driver = start(matrix, ws, tmp_path / "first.log", *screen)
+    deadline = time.time() + 600
+    while time.time() < deadline:  # wait: paused at step 12 (rung 1), resumed and past step 14
+        rows = state(ws, "killscr") if (ws / "registry.db").exists() else []
+        if rows and len(rows[0][2]) >= 2 and heartbeat_step(ws, rows[0][0]) >= 14:
+            break
+        assert driver.poll() is None, (tmp_path / "first.log").read_text()
+        time.sleep(0.3)
+    else:
+        pytest.fail("the sweep did not reach the kill point in time")
+    freeze_workers(ws)
+    run_id = rows[0][0]
+    assert heartbeat_step(ws, run_id) < 24, "the run reached the second rung before the kill point"
+    os.kill(driver.pid, signal.SIGKILL)
+    driver.wait()
+
+    again = start(matrix, ws, tmp_path / "second.log", *screen)
+    assert again.wait(timeout=600) == 0, (tmp_path / "second.log").read_text()
+    (_, status, attempts), = state(ws, "killscr")
+    assert status == "finished" and [a[0] for a in attempts] == ["paused", "interrupted", "paused", "finished"]
+    assert [a[1] for a in attempts][:2] == [0, 12] and attempts[3][1] == 24
+    assert attempts[1][2] > 0  # the interrupted attempt's hours are kept
+    recorded = json.loads((ws / "screens" / "killscr.json").read_text())
+    assert [r["step"] for r in recorded["rungs"]] == [12, 24]
+    steps = [json.loads(line)["step"] for line in (ws / "runs" / run_id / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(STEPS))

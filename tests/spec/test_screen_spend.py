@@ -57,6 +57,8 @@ def test_the_baseline_is_kept_at_full_cost_even_when_it_is_the_dearest_arm():
 def test_a_lone_arm_has_nothing_to_drop():
     s = screening_spend(small_plan([("t", ("a",), 0, 3.0), ("t", ("a",), 1, 3.0)]), [50, 100])
     assert s.least == pytest.approx(s.most) == pytest.approx(6.0) and s.droppable == 0
+    (line,) = s.describe("core-h")  # one line, not a range and rungs that cannot differ
+    assert "no arm can be dropped" in line and "6 core-h" in line
 
 
 def invoke(*args: str):
