@@ -52,9 +52,9 @@ def rows(case: str, got: dict[str, list], reps: int) -> list[list[str]]:
                     f"{np.mean([e.false_sig for _, e in runs]):.1%}", f"{np.mean([e.false_equiv for _, e in runs]):.1%}",
                     f"{np.mean([len(o.drops) for o, _ in runs]):.1f}", f"{decided / 45:.1%}",
                     "-" if np.isnan(recall) else f"{recall:.1%}", f"{hours:.2f}", f"{per_h:.1f}",
-                    "-" if np.isnan(recall) else f"{recall / hours:.2f}", ""])
-    for r in out:
-        r[-1] = f"{float(r[10]) / base:.2f}x" if base else "-"
+                    "-" if np.isnan(recall) else f"{recall / hours:.2f}", per_h])
+    for r in out:  # from the unrounded rates: --decide's own row reads 1.00x
+        r[-1] = f"{r[-1] / base:.2f}x" if base else "-"
     return out
 
 
