@@ -2,12 +2,16 @@
 compute: a range, since which arms the screening drops depends on the data.
 
 A screened cell is the same run as an unscreened one, paused at each rung and resumed from its own
-checkpoint, so no step is paid twice. Per (model label, task), with f_r = rung step / full steps and
-E_c each cell's estimate:
+checkpoint, so no step is paid twice; each resume is one more attempt, which pays a run's fixed
+cost again (process start, model and checkpoint load: the estimate's `fixed` phase, measured by the
+registry's calibration, 0 on a FLOPs-only estimate). Per (model label, task), with R decision rungs,
+f_r = rung r's step / full steps, and each cell's estimate E_c of which F_c fixed:
 
-    most      nothing dropped: Σ_c E_c, the plan's total
-    at rung r every arm that can be dropped is dropped at r: its cells pay f_r·E_c, the kept arm's E_c
-    least     the same at the first rung
+    kept      the arm no screening can drop: E_c + R·F_c (paused at every rung, resumed R times)
+    most      nothing dropped: Σ_c E_c + R·F_c
+    at rung r every arm that can be dropped is dropped at r (1-based): its cells pay
+              f_r·(E_c − F_c) + r·F_c (started once, resumed r − 1 times), the kept arm's as above
+    least     the same at the first rung (a later drop pays more steps and more resumes)
 
 The kept arm is the baseline (analysis/screening.py never drops it; when it reads best, every other
 arm can go); without a baseline arm, the best arm must survive, and the least keeps the cheapest.
@@ -46,6 +50,8 @@ class ScreeningSpend:
     arms: int
     price: float  # per device-hour
 
+    resumes: float = 0.0  # device-hours of the R resumes of every cell, inside `most`
+
     @property
     def least(self) -> float:
         return self.rungs[0].hours
@@ -53,7 +59,7 @@ class ScreeningSpend:
     def to_dict(self) -> dict:
         """The `screening` key of `plan --json`."""
         return {"full_steps": self.full, "arms": self.arms, "droppable_arms": self.droppable,
-                "most": {"gpu_hours": self.most, "cost": self.most * self.price},
+                "most": {"gpu_hours": self.most, "cost": self.most * self.price, "resumes_gpu_hours": self.resumes},
                 "least": {"gpu_hours": self.least, "cost": self.least * self.price},
                 "rungs": [{"rung": r.rung, "step": r.step, "fraction": r.fraction, "gpu_hours": r.hours,
                            "cost": r.hours * self.price} for r in self.rungs],
@@ -63,12 +69,13 @@ class ScreeningSpend:
         """The lines `plan --screen` and `sweep --screen` print under the plan."""
         fractions = ", ".join(f"{r.fraction:g}" for r in self.rungs)
         if not self.droppable:
-            return [f"--screen (rungs {fractions} of {self.full} steps): {fmt_hours(self.most)} {unit}, the full plan: "
-                    "no arm can be dropped (each model and task has only the arm screening keeps)"]
+            return [f"--screen (rungs {fractions} of {self.full} steps): {fmt_hours(self.most)} {unit}, the full plan "
+                    f"with {fmt_hours(self.resumes)} for its resumes: no arm can be dropped (each model and task has only the arm screening keeps)"]
         lines = [f"--screen (rungs {fractions} of {self.full} steps): {fmt_hours(self.least)} to "
                  f"{fmt_hours(self.most)} {unit}, cost ~{self.least * self.price:,.2f} to ~{self.most * self.price:,.2f}",
-                 f"  most {fmt_hours(self.most)}: nothing dropped, the full plan (a screened run resumes its own "
-                 "checkpoint at each rung: no step is paid twice)"]
+                 f"  most {fmt_hours(self.most)}: nothing dropped, the full plan and {fmt_hours(self.resumes)} for "
+                 f"{len(self.rungs)} resume(s) per run (a screened run resumes its own checkpoint at each rung: no "
+                 "step is paid twice, but each resume pays the run's fixed start-up again)"]
         for r in self.rungs:
             lines.append(f"  dropped at rung {r.rung} (step {r.step}): {fmt_hours(r.hours)} {unit}, cost "
                          f"~{r.hours * self.price:,.2f}, when {self.droppable} of {self.arms} arms stop there (all "
@@ -81,17 +88,19 @@ DATA_NOTE = ("what a screening saves depends on the data: the plan cannot know w
              "so the sweep spends anywhere in this range")
 
 
-def arm_hours(plan: Plan) -> dict[tuple[str, str], dict[str, float]]:
-    """(model label, task) -> arm key -> the arm's estimated device-hours over its seeds."""
-    out: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+def arm_hours(plan: Plan) -> dict[tuple[str, str], dict[str, tuple[float, float]]]:
+    """(model label, task) -> arm key -> the arm's (estimated, fixed) device-hours over its seeds."""
+    out: dict[tuple[str, str], dict[str, tuple[float, float]]] = defaultdict(lambda: defaultdict(lambda: (0.0, 0.0)))
     for cell, estimate in zip(plan.cells, plan.estimates):
-        out[cell.model, cell.task][arm_key(cell.tricks)] += estimate.total
+        total, fixed = out[cell.model, cell.task][arm_key(cell.tricks)]
+        out[cell.model, cell.task][arm_key(cell.tricks)] = (total + estimate.total,
+                                                           fixed + estimate.phases.get("fixed", 0.0))
     return out
 
 
-def kept_arm(arms: dict[str, float]) -> str:
+def kept_arm(arms: dict[str, tuple[float, float]]) -> str:
     """The arm no screening drops in the cheapest case: the baseline, else the cheapest arm."""
-    return BASELINE if BASELINE in arms else min(arms, key=lambda key: (arms[key], key))
+    return BASELINE if BASELINE in arms else min(arms, key=lambda key: (arms[key][0], key))
 
 
 def screening_spend(plan: Plan, steps: list[int]) -> ScreeningSpend:
@@ -101,8 +110,13 @@ def screening_spend(plan: Plan, steps: list[int]) -> ScreeningSpend:
     if not rungs or full <= 0:
         raise ValueError(f"screening steps {steps}: at least one rung before the full length")
     groups = arm_hours(plan)
-    kept = sum(arms[kept_arm(arms)] for arms in groups.values())
-    dropped = plan.total - kept
-    spends = tuple(RungSpend(i + 1, step, step / full, kept + dropped * step / full) for i, step in enumerate(rungs))
-    return ScreeningSpend(full=full, most=plan.total, rungs=spends, droppable=sum(len(a) - 1 for a in groups.values()),
-                          arms=sum(len(a) for a in groups.values()), price=plan.price)
+    kept = [arms[kept_arm(arms)] for arms in groups.values()]
+    dropped = [hours for arms in groups.values() for key, hours in arms.items() if key != kept_arm(arms)]
+    n = len(rungs)
+    kept_hours = sum(total + n * fixed for total, fixed in kept)
+    spends = tuple(RungSpend(r, step, step / full, kept_hours + sum(step / full * (total - fixed) + r * fixed
+                                                                    for total, fixed in dropped))
+                   for r, step in enumerate(rungs, start=1))
+    resumes = n * sum(fixed for arms in groups.values() for _, fixed in arms.values())
+    return ScreeningSpend(full=full, most=plan.total + resumes, rungs=spends, droppable=len(dropped),
+                          arms=sum(len(a) for a in groups.values()), price=plan.price, resumes=resumes)

@@ -21,11 +21,12 @@ QUICKSTART = ROOT / "matrices" / "quickstart.yaml"  # 60 steps, eval.every 30
 runner = CliRunner()
 
 
-def small_plan(rows: list[tuple[str, tuple[str, ...], int, float]], price: float = 2.0) -> Plan:
-    """A plan of model 'm' from (task, trick set, seed, estimated hours of the cell) rows."""
+def small_plan(rows: list[tuple[str, tuple[str, ...], int, float]], price: float = 2.0, fixed: float = 0.0) -> Plan:
+    """A plan of model 'm' from (task, trick set, seed, estimated hours of the cell) rows, each
+    cell's hours `fixed` of them its per-run fixed cost."""
     cells = [Cell("m", task, tricks, seed, f"{task}-{'+'.join(tricks)}-{seed}", (), None)
              for task, tricks, seed, _ in rows]
-    estimates = [Estimate({"training": hours}, 1, "device-hours") for *_, hours in rows]
+    estimates = [Estimate({"training": hours - fixed, "fixed": fixed}, 1, "device-hours") for *_, hours in rows]
     return Plan("small", load_hardware("cpu"), cells, estimates, [], None, None, price)
 
 
@@ -43,7 +44,7 @@ def test_the_range_is_the_full_plan_down_to_every_droppable_arm_stopped_at_the_f
     assert (s.droppable, s.arms, s.full) == (3, 5, 100)
     d = s.to_dict()
     assert d["least"] == pytest.approx({"gpu_hours": 9.25, "cost": 18.5})
-    assert d["most"] == pytest.approx({"gpu_hours": 22.0, "cost": 44.0})
+    assert d["most"] == pytest.approx({"gpu_hours": 22.0, "cost": 44.0, "resumes_gpu_hours": 0.0})
     assert [(r["rung"], r["step"], r["fraction"]) for r in d["rungs"]] == [(1, 25, 0.25), (2, 50, 0.5)]
 
 
@@ -52,6 +53,16 @@ def test_the_baseline_is_kept_at_full_cost_even_when_it_is_the_dearest_arm():
     s = screening_spend(plan, [25, 100])
     assert s.least == pytest.approx(10.0 + 1.0 * 0.25)  # not 1 + 10 * 0.25: the baseline is never dropped
     assert s.most == pytest.approx(11.0)
+
+
+def test_each_resume_pays_the_runs_fixed_cost_again():
+    # two cells of 10 h, 2 of them fixed; rungs at 1/4 and 1/2: each cell resumed twice if kept
+    plan = small_plan([("t", (), 0, 10.0), ("t", ("a",), 0, 10.0)], fixed=2.0)
+    s = screening_spend(plan, [25, 50, 100])
+    assert s.resumes == pytest.approx(2 * 2 * 2.0) and s.most == pytest.approx(20.0 + 8.0)
+    kept = 10.0 + 2 * 2.0
+    # dropped at rung 1: a quarter of its 8 variable hours and one fixed; at rung 2: half and two
+    assert [r.hours for r in s.rungs] == pytest.approx([kept + 0.25 * 8 + 2.0, kept + 0.5 * 8 + 2 * 2.0])
 
 
 def test_a_lone_arm_has_nothing_to_drop():
