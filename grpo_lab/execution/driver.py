@@ -18,7 +18,7 @@ Events, `on_event(kind, **data)`, in the order they happen:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -82,18 +82,19 @@ def run_sweep(request: SweepRequest, on_event: Events | None = None) -> SweepRes
     plan = plan_for(Path(request.matrix), opts)
     screen = None
     if request.screen is not None:  # its rungs must land on evals: refused before anything runs
-        from grpo_lab.execution.screen import ScreenOptions, check_rungs
-        from grpo_lab.spec.screen_spend import screening_spend
+        from grpo_lab.execution.screen import ScreenOptions, priced
 
         options = ScreenOptions.parse(request.screen)
-        screen = (options, check_rungs({id(c.shared): c.shared for c in plan.cells}.values(), options,
-                                       Path(request.matrix))[1])
-        plan = replace(plan, screening=screening_spend(plan, screen[1]))  # shown with the plan
+        plan, steps = priced(plan, options, Path(request.matrix))  # shown with the plan
+        screen = (options, steps)
     profile = load_profile(request.runner or load_matrix(request.matrix).runner)
     check_runnable({id(c.shared): c.shared for c in plan.cells}.values(),  # before preflight loads models
                    local=profile.kind == "local")
     Session = reg.connect(request.db or reg.default_url(opts.workspace))  # an unwritable workspace: one line
     on_event("plan", plan=plan)
+    if plan.screening is not None and plan.total <= (plan.limit or plan.total) < plan.spend:
+        on_event("say", line=f"note: with --screen's resumes the sweep can spend {plan.spend:.3g} {plan.hardware.unit}, "
+                             f"over its budget of {plan.limit:.3g} (the cells alone fit): fewer --rungs cut the resumes")
     with Lease(Session, plan.name), Session() as session:
         check = (lambda: _preflight(plan, set(done_hours(opts, plan)), on_event)) if request.preflight else None
         sweep = open_sweep(session, plan, Path(request.matrix), opts, env=request.env or env_snapshot(), check=check)

@@ -97,7 +97,7 @@ def _partial(sweep: reg.Sweep, cells: list[reg.SweepRun], dropped: frozenset[str
     """'k of n cells finished' while some of the sweep's cells are not, else None; the cells of arms
     --screen dropped are not counted: they are not still to run."""
     def counted(some: list) -> int:
-        return len(some) - (sum(c.run_id in dropped for c in some) if dropped else 0)
+        return len(some) - sum(c.run_id in dropped for c in some)
 
     total, done = counted(sweep.cells), counted(cells)
     return None if done == total else f"{done} of {total} cells finished"
@@ -233,6 +233,8 @@ def reproduce_commands(sweep: reg.Sweep, matrix: str, metric: str, logit: bool, 
         decide += [] if "--delta" in decide else ["--delta", f"{screened.delta:g}"]
     delta = (decisions.get("options") or {}).get("delta")
     plan = ["grpo-lab", "plan", matrix] + ([] if delta is None else ["--decide-delta", f"{delta:g}"])
+    if screened is not None:
+        plan += ["--screen", "--rungs", ",".join(f"{f:g}" for f in screened.fractions)]
     report = ["grpo-lab", "report", sweep.name, "--metric", metric] + (["--logit"] if logit else [])
     return [shlex.join(plan), shlex.join(["grpo-lab", "sweep", matrix, *named, *runner, *decide]) + note,
             shlex.join(report)]

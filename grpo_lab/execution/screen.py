@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from sqlalchemy.orm import Session
@@ -30,6 +30,8 @@ from grpo_lab.execution.runners.base import Runner
 from grpo_lab.execution.sweep import SweepOptions, execute_sweep, prepare_dir
 from grpo_lab.rundir import RunDir
 from grpo_lab.spec.arm import arm_key
+from grpo_lab.spec.plan import Plan
+from grpo_lab.spec.screen_spend import screening_spend
 from grpo_lab.util.files import read_json, write_json
 from grpo_lab.util.yamlio import ConfigError, suggest
 
@@ -76,6 +78,13 @@ def check_rungs(configs, options: ScreenOptions, matrix: Path) -> tuple[int, lis
             raise ConfigError(f"{matrix}: --screen {','.join(f'{r:g}' for r in options.rungs)}: {exc} "
                               "(the run config's `eval.every`)") from None
     return out[-1], out
+
+
+def priced(plan: Plan, options: ScreenOptions, matrix: Path) -> tuple[Plan, list[int]]:
+    """The plan with what a screened sweep of it would spend (spec/screen_spend.py) and the rung
+    steps; check_rungs's ConfigError before anything runs."""
+    steps = check_rungs({id(c.shared): c.shared for c in plan.cells}.values(), options, matrix)[1]
+    return replace(plan, screening=screening_spend(plan, steps)), steps
 
 
 def state_file(workspace: Path, sweep: str) -> Path:

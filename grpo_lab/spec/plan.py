@@ -42,8 +42,13 @@ class Plan:
         return self.total * self.price
 
     @property
+    def spend(self) -> float:
+        """The most the sweep can spend: the cells, and with --screen their resumes at the rungs."""
+        return self.screening.most if self.screening else self.total
+
+    @property
     def fits(self) -> bool | None:
-        return None if self.limit is None else self.total <= self.limit
+        return None if self.limit is None else self.spend <= self.limit
 
     def phase_totals(self) -> dict[str, float]:
         return {p: sum(e.phases.get(p, 0.0) for e in self.estimates) for p in PHASES}

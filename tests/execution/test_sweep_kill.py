@@ -83,8 +83,8 @@ def test_kill_9_then_restart_runs_each_finished_run_once(tmp_path):
 
 def test_kill_9_mid_rung_then_restart_finishes_the_screening_training_no_step_twice(tmp_path):
     """--screen killed while its run trains toward the second rung (step 24): the restarted sweep
-    keeps the first rung's decision, resumes the run from its checkpoint to the second rung, then
-    to the end; each step is in metrics.jsonl once."""
+    does not decide the first rung again, resumes the run from its checkpoint to the second rung,
+    then to the end; each step is in metrics.jsonl once."""
     matrix = write_matrix(tmp_path, "killscr", seeds=[0], tricks=["baseline"], steps=STEPS,
                           eval={"every": 4, "problems": 8, "samples": 2, "k": [1, 2]})
     ws, screen = tmp_path / "ws", ("--screen", "--rungs", "0.25,0.5")

@@ -2,8 +2,8 @@
 the range from nothing dropped to every droppable arm dropped at the first rung, the baseline kept
 whole, and bad rungs refused in one line before the plan reads any data."""
 
+import dataclasses
 import json
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -72,16 +72,16 @@ def test_a_lone_arm_has_nothing_to_drop():
     assert "no arm can be dropped" in line and "6 core-h" in line
 
 
-def invoke(*args: str):
-    return runner.invoke(app, ["plan", str(QUICKSTART), "--workspace", tempfile.mkdtemp(), *args])
+def invoke(workspace: Path, *args: str):
+    return runner.invoke(app, ["plan", str(QUICKSTART), "--workspace", str(workspace), *args])
 
 
-def test_plan_screen_prints_and_writes_the_range():
-    res = invoke("--screen", "--rungs", "0.5")
+def test_plan_screen_prints_and_writes_the_range(tmp_path):
+    res = invoke(tmp_path, "--screen", "--rungs", "0.5")
     assert res.exit_code == 0, res.output
     assert "--screen (rungs 0.5 of 60 steps)" in res.output and "dropped at rung 1 (step 30)" in res.output
     assert "depends on the data" in res.output and "nothing dropped" in res.output
-    res = invoke("--screen", "--rungs", "0.5", "--json")
+    res = invoke(tmp_path, "--screen", "--rungs", "0.5", "--json")
     p = json.loads(res.stdout)
     base = sum(c["gpu_hours"] for c in p["cells"] if not c["tricks"])
     rest = p["totals"]["gpu_hours"] - base
@@ -89,18 +89,26 @@ def test_plan_screen_prints_and_writes_the_range():
     assert s["most"]["gpu_hours"] == pytest.approx(p["totals"]["gpu_hours"])
     assert s["least"]["gpu_hours"] == pytest.approx(base + 0.5 * rest)
     assert (s["arms"], s["droppable_arms"], s["full_steps"]) == (5, 4, 60)
-    assert "screening" not in json.loads(invoke("--json").stdout)
+    assert "screening" not in json.loads(invoke(tmp_path, "--json").stdout)
 
 
 @pytest.mark.parametrize("rungs, says", [("0.25,0.5", "eval.every = 30"), ("0.5,0.25", "increasing fractions"),
                                          ("1.5", "strictly between 0 and 1"), ("half", "expected fractions")])
-def test_bad_rungs_end_plan_in_one_line_before_its_data_is_read(rungs, says, monkeypatch):
+def test_bad_rungs_end_plan_in_one_line_before_its_data_is_read(rungs, says, monkeypatch, tmp_path):
     def no_data_read(plan):
         raise AssertionError("the rungs are checked first")
 
     monkeypatch.setattr("grpo_lab.spec.plan.check_data", no_data_read)
-    res = invoke("--screen", "--rungs", rungs)
+    res = invoke(tmp_path, "--screen", "--rungs", rungs)
     lines = [line for line in res.output.splitlines() if line.strip()]
     assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], res.output
     if rungs == "0.25,0.5":  # the field and the file
         assert "quickstart.yaml" in lines[0] and "eval.every" in lines[0]
+
+
+def test_a_plan_fits_its_budget_only_with_the_resumes_counted():
+    plan = small_plan([("t", (), 0, 10.0), ("t", ("a",), 0, 10.0)], fixed=2.0)
+    limited = dataclasses.replace(plan, limit=24.0)
+    assert limited.fits is True and limited.spend == pytest.approx(20.0)
+    screened = dataclasses.replace(limited, screening=screening_spend(plan, [25, 50, 100]))
+    assert screened.spend == pytest.approx(28.0) and screened.fits is False
