@@ -165,8 +165,9 @@ def test_a_report_on_a_running_sweep_says_it_is_partial() -> None:
 
     from grpo_lab.execution.report_inputs import _partial
 
-    assert _partial(SimpleNamespace(cells=[1, 2, 3]), [1]) == "1 of 3 cells finished"
-    assert _partial(SimpleNamespace(cells=[1, 2]), [1, 2]) is None
+    cells = [SimpleNamespace(run_id=f"r{i}") for i in range(3)]
+    assert _partial(SimpleNamespace(cells=cells), cells[:1]) == "1 of 3 cells finished"
+    assert _partial(SimpleNamespace(cells=cells[:2]), cells[:2]) is None
     data = make_data()
     data.meta["partial"] = "1 of 3 cells finished"
     assert build_document(prepare(data)).summary[0].startswith("Partial: 1 of 3 cells finished")
