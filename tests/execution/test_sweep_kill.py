@@ -42,19 +42,26 @@ def heartbeat_step(ws: Path, run_id: str) -> int:
         return 0
 
 
+def wait_for_kill_point(driver: subprocess.Popen, ws: Path, name: str, log: Path, ready) -> list:
+    """The sweep's rows (state()) once ready(rows) holds, polling while its driver runs; generous
+    deadline: CI boxes can be busy."""
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        rows = state(ws, name) if (ws / "registry.db").exists() else []
+        if ready(rows):
+            return rows
+        assert driver.poll() is None, log.read_text()
+        time.sleep(0.3)
+    pytest.fail("the sweep did not reach the kill point in time")
+
+
 def test_kill_9_then_restart_runs_each_finished_run_once(tmp_path):
     matrix = write_matrix(tmp_path, "killme", seeds=[0, 1], tricks=["baseline"], steps=STEPS)
     ws = tmp_path / "ws"
     driver = start(matrix, ws, tmp_path / "first.log")
-    deadline = time.time() + 600  # generous: CI boxes can be busy
-    while time.time() < deadline:  # wait: first run finished, second one past its first checkpoint
-        rows = state(ws) if (ws / "registry.db").exists() else []
-        if len(rows) == 2 and rows[0][1] == "finished" and heartbeat_step(ws, rows[1][0]) >= 5:
-            break
-        assert driver.poll() is None, (tmp_path / "first.log").read_text()
-        time.sleep(0.3)
-    else:
-        pytest.fail("the sweep did not reach the kill point in time")
+    # wait: first run finished, second one past its first checkpoint
+    rows = wait_for_kill_point(driver, ws, "killme", tmp_path / "first.log", lambda rows: len(rows) == 2 and
+                               rows[0][1] == "finished" and heartbeat_step(ws, rows[1][0]) >= 5)
     freeze_workers(ws)
     first_id, second_id = rows[0][0], rows[1][0]
     beat = heartbeat_step(ws, second_id)
@@ -82,25 +89,20 @@ def test_kill_9_then_restart_runs_each_finished_run_once(tmp_path):
 
 
 def test_kill_9_mid_rung_then_restart_finishes_the_screening_training_no_step_twice(tmp_path):
-    """--screen killed while its run trains toward the second rung (step 24): the restarted sweep
+    """--screen killed while its run trains toward the second rung (step 72): the restarted sweep
     does not decide the first rung again, resumes the run from its checkpoint to the second rung,
-    then to the end; each step is in metrics.jsonl once."""
-    matrix = write_matrix(tmp_path, "killscr", seeds=[0], tricks=["baseline"], steps=STEPS,
+    then to the end; each step is in metrics.jsonl once. The rungs are far apart (steps 12 and 72 of
+    96) so that a warm, idle box cannot train through the kill window between two polls."""
+    matrix = write_matrix(tmp_path, "killscr", seeds=[0], tricks=["baseline"], steps=2 * STEPS,
                           eval={"every": 4, "problems": 8, "samples": 2, "k": [1, 2]})
-    ws, screen = tmp_path / "ws", ("--screen", "--rungs", "0.25,0.5")
+    ws, screen = tmp_path / "ws", ("--screen", "--rungs", "0.125,0.75")
     driver = start(matrix, ws, tmp_path / "first.log", *screen)
-    deadline = time.time() + 600
-    while time.time() < deadline:  # wait: paused at step 12 (rung 1), resumed and past step 14
-        rows = state(ws, "killscr") if (ws / "registry.db").exists() else []
-        if rows and len(rows[0][2]) >= 2 and heartbeat_step(ws, rows[0][0]) >= 14:
-            break
-        assert driver.poll() is None, (tmp_path / "first.log").read_text()
-        time.sleep(0.3)
-    else:
-        pytest.fail("the sweep did not reach the kill point in time")
+    # wait: paused at step 12 (rung 1), resumed and past step 14
+    rows = wait_for_kill_point(driver, ws, "killscr", tmp_path / "first.log", lambda rows: bool(rows) and
+                               len(rows[0][2]) >= 2 and heartbeat_step(ws, rows[0][0]) >= 14)
     freeze_workers(ws)
     run_id = rows[0][0]
-    assert heartbeat_step(ws, run_id) < 24, "the run reached the second rung before the kill point"
+    assert heartbeat_step(ws, run_id) < 72, "the run reached the second rung before the kill point"
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
 
@@ -108,9 +110,9 @@ def test_kill_9_mid_rung_then_restart_finishes_the_screening_training_no_step_tw
     assert again.wait(timeout=600) == 0, (tmp_path / "second.log").read_text()
     (_, status, attempts), = state(ws, "killscr")
     assert status == "finished" and [a[0] for a in attempts] == ["paused", "interrupted", "paused", "finished"]
-    assert [a[1] for a in attempts][:2] == [0, 12] and attempts[3][1] == 24
+    assert [a[1] for a in attempts][:2] == [0, 12] and attempts[3][1] == 72
     assert attempts[1][2] > 0  # the interrupted attempt's hours are kept
     recorded = json.loads((ws / "screens" / "killscr.json").read_text())
-    assert [r["step"] for r in recorded["rungs"]] == [12, 24]
+    assert [r["step"] for r in recorded["rungs"]] == [12, 72]
     steps = [json.loads(line)["step"] for line in (ws / "runs" / run_id / "metrics.jsonl").read_text().splitlines()]
-    assert steps == list(range(STEPS))
+    assert steps == list(range(2 * STEPS))
