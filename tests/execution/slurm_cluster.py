@@ -156,7 +156,24 @@ class SlurmCluster:
         except OSError:
             return "(no log)"
 
+    def drain(self, timeout: float = 30) -> None:
+        """Wait for the queue to empty, then cancel what is left: a job whose result the driver
+        already read can still be running its step, and stopping slurmd under it leaves the job's
+        processes behind."""
+        deadline = time.time() + timeout
+        try:
+            while (jobs := self.run("squeue", "-h", "-o", "%i").split()) and time.time() < deadline:
+                time.sleep(0.2)
+            for job in jobs:
+                self.run("scancel", job)
+            while self.run("squeue", "-h", "-o", "%i").strip() and time.time() < deadline + 15:
+                time.sleep(0.2)
+        except subprocess.CalledProcessError:
+            pass  # the controller is already gone: nothing to drain
+
     def stop(self) -> None:
+        if self.procs and all(proc.poll() is None for proc in self.procs):
+            self.drain()
         for proc in reversed(self.procs):  # slurmd, then slurmctld, then munged
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
