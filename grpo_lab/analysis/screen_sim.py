@@ -40,7 +40,7 @@ from grpo_lab.analysis.contrast import contrasts
 from grpo_lab.analysis.rule import DecisionRule
 from grpo_lab.analysis.verdict import Verdict
 
-STEPS, EVERY = 240, 10  # matrices/long_runs.yaml's runs
+STEPS, EVERY = 240, 10  # the first real long runs (docs/results.md): 240 steps, an eval every 10
 EVAL_SD = 0.02  # an in-run eval's noise (100 problems x 4 samples: docs/results.md's ~0.025)
 R0_SHARE = 0.4
 SHAPE_B, CMID = 1.5, 0.08  # the first jump within the first ~10% of the run, as on the tiny model

@@ -159,14 +159,15 @@ class Seeds:
 
 
 def readings(fit: curves.RunFit, R: np.ndarray, C: np.ndarray, full: int) -> tuple[float, float]:
-    """(high, low) of one seed at `full` steps: the larger and the smaller of its saturating
-    curve's extrapolation and its plateau, the mean of its last MIN_POINTS evals. An arm is
-    dropped on its seeds' high readings and compared with the best's low ones, so a drop stands
-    if, for each of the two arms, either reading is right (the curve form or a plateau): a slow arm
-    still rising is read by its curve, a plateau the curve would overshoot by its level."""
+    """(high, low) of one seed at `full` steps: the largest and the smallest of its saturating
+    curve's extrapolation, its drift form's (curves.RunFit.drift_at: the points' log-linear slope
+    continued) and its plateau, the mean of its last MIN_POINTS evals. An arm is dropped on its
+    seeds' high readings and compared with the best's low ones, so a drop stands if, for each of
+    the two arms, one reading is right: a slow arm still rising is read by its curve, one drifting
+    up past its fitted bend by its drift, a plateau the curve would overshoot by its level."""
     level = float(np.mean(R[np.argsort(C)[-curves.MIN_POINTS:]]))
-    ahead = float(fit.at(float(full)))
-    return max(ahead, level), min(ahead, level)
+    forms = (float(fit.at(float(full))), float(fit.drift_at(float(full))), level)
+    return max(forms), min(forms)
 
 
 def seeds_of(arm: tuple, runs: list[Series], full: int) -> Seeds:
