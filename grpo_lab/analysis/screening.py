@@ -25,13 +25,14 @@ An arm a is dropped at rung r when, against the best arm b* (the highest lower e
 If every predicted interval holds, a dropped arm has μ_a ≤ upper_pred(a) < lower_pred(b*) − δ ≤
 μ_b* − δ ≤ max μ − δ, so the probability of dropping an arm within δ of the best is ≤ α. The
 observed condition only removes drops, so it keeps the bound; it guards against the case the bound
-does not cover: THE GUARANTEE RESTS ON THE CURVE FORM (the seeds' predictions being unbiased for the
-arm's value at the full length). On real tiny-model runs the 90% prediction intervals of curves.py
-covered only 61% of the held-out final evals when fitted on a quarter of the run and 83% on a half
-(docs/results.md: a slow drift after the first jump that no early point shows), which is why the
-default also asks the gap of the observed rung values and widens the intervals: a drift that lifts
-a trailing arm later than the best is what would make a drop wrong. Measured on the simulator
-(tests/analysis/test_screening.py, benchmarks/screening.py), where the form holds.
+does not cover: THE GUARANTEE RESTS ON THE CURVE FORMS (one of a seed's readings being unbiased for
+the arm's value at the full length). On real tiny-model runs the curve form's own 90% prediction
+intervals covered 39-83% of the held-out final evals when fitted on a quarter or a half of the run
+(docs/results.md: a slow drift after the first jump), and a run that sits on a plateau for its first
+quarter and then rises is read by no form, which is why each seed is also read by its drift, and
+the default asks the gap of the observed rung values and widens the intervals: a rise that lifts a
+trailing arm later than the best is what would make a drop wrong. Measured on the simulator
+(tests/analysis/test_screening.py, benchmarks/screening.py), where the saturating form holds.
 
 An arm is never dropped where it cannot be read: a seed with fewer than FIT_POINTS evals after
 step 0, a failed fit, or fewer than two healthy seeds; nor is the baseline (every comparison's

@@ -85,8 +85,7 @@ def _drawn(arms: list[curves.ArmFits], at: float) -> list[curves.ArmFits]:
 
 def _row(arm: curves.ArmFits, at: float, verdict: CurveVerdict | None, labelled: bool) -> list[TableCell]:
     c = arm.curve
-    # a point, not an interval: beyond the runs the curve form is assumed, and measured on real
-    # runs its intervals under-cover (docs/results.md)
+    # the curve form's estimate alone: its interval, the figure's band, spans the drift form too
     pred = f"{curves.predict(c, at).mean.est:.3g} at {at:.3g}" if c.runs else "-"
     labels = ([verdict.ceiling_label, verdict.speed_label] if verdict else ["(baseline)", "(baseline)"]) \
         if labelled else ["-", "-"]
@@ -110,8 +109,9 @@ def _intro(verdicts: list[CurveVerdict], decided: bool) -> Paragraph:
         "a flat line fits as well; over the runs that did not collapse (collapsed runs counted beside). "
         f"Intervals over seeds: 90% for the arm's A, B and C_mid; {rule}. A ceiling is labelled only where every "
         "run went past half its gain, is not flat and its A is not at a fit bound. The pass@1 at "
-        f"{HORIZON:g}x the longest run is where the curve form puts it, not a forecast: on real runs its "
-        "intervals under-covered (docs/results.md).")
+        f"{HORIZON:g}x the longest run is where the curve form puts it; beyond the runs the band spans that form "
+        "and the runs' late log-linear drift continued, and a rise no point of the runs shows is in neither "
+        "(coverage measured on real runs: docs/results.md).")
 
 
 def curve_blocks(arms: list[curves.ArmFits], verdicts: list[CurveVerdict], decided: bool = False) -> list[Block]:
@@ -131,7 +131,8 @@ def curve_blocks(arms: list[curves.ArmFits], verdicts: list[CurveVerdict], decid
         if at > 0:
             blocks.append(Image(f"compute-curve-{i:02d}", f"Compute curves, {model} / {task}",
                                 f"{model} / {task}: solid where runs went, dashed to {HORIZON:g}x the longest run "
-                                "(dotted line); band: 90% interval of the arm's mean.",
+                                "(dotted line); band: 90% interval of the arm's mean (beyond the runs, of the "
+                                "curve form and the drift form together).",
                                 _panel_png(model, task, _drawn(cell, at))))
         rows += [_row(a, at, by_arm.get((a.model, a.task, a.tricks)), not decided) for a in cell]
     headers = ["model", "task", "tricks", "collapsed", "ceiling A", "B", "C_mid", f"pass@1 at {HORIZON:g}x (curve form)",

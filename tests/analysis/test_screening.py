@@ -23,7 +23,6 @@ import pytest
 
 from grpo_lab.analysis import screen_sim as ss
 from grpo_lab.analysis import screening as scr
-from grpo_lab.analysis import simulate as sim
 
 REPS = 45
 TASK = "math"  # the lowest per-run noise: the sharpest intervals, so the likeliest wrong drops
