@@ -39,7 +39,7 @@ interval is the hull of two forms' intervals: the curve's, and the drift form's 
 continued at the points' log-linear slope, RunFit.drift_at). Why: the seeds' fits share their bias
 (real tiny-model runs jump, then drift up for hundreds of steps; every seed's fit bends at the same
 place), so an interval over seeds alone is narrow where the form is wrong; on those runs the curve
-form's own 90% interval covered 61-83% of the finals, the hull 72-100% (docs/results.md). The
+form's own 90% interval covered 39-78% of the finals, the hull 61-100% (docs/results.md). The
 intervals' coverage is measured by simulation (tests/analysis/test_analysis_curves.py) and on real
 runs (benchmarks/curve_prediction.py), not assumed.
 """
