@@ -4,8 +4,9 @@
                                                 [--seeds 3 4 5]
 
 For every finished run of SWEEP (matrices/long_runs.yaml is made for this: 960 steps, an eval
-every 20; --seeds keeps only those seeds' runs, a held-out check), the run's eval series is cut at `share` of its compute and fitted (analysis/curves.py,
-the code `grpo-lab predict` runs); per arm, the cut fits predict pass@1 at each run's last compute.
+every 20; --seeds keeps only those seeds' runs, a held-out check), the run's eval series is cut at
+`share` of its compute and fitted (analysis/curves.py, the code `grpo-lab predict` runs); per arm,
+the cut fits predict pass@1 at each run's last compute.
 One row per (task, arm, share):
 
   PI cover    share of the arm's runs whose final eval lies in the 90% prediction interval for one
@@ -90,10 +91,11 @@ def main() -> None:
     arms = _runs(args.sweep, args.workspace, args.axis, args.seeds)
     table = Table(title=f"{args.sweep}: fit on the first share of each run ({args.axis}), predict its end"
                   + (f"; seeds {' '.join(map(str, args.seeds))}" if args.seeds else ""))
-    for col in ("task", "arm", "share", "runs", "unfit", "PI cover", "PI width", "form cover", "|err| med", "seed sd", "|ΔA| med", "A sd"):
+    for col in ("task", "arm", "share", "runs", "unfit", "PI cover", "PI width", "form cover", "|err| med", "seed sd",
+                "|ΔA| med", "A sd"):
         table.add_column(col)
     for share in args.shares:
-        pooled: dict[str, list] = {"cover": [], "width": [], "form": [], "err": [], "dA": [], "seed_sd": [], "A_sd": []}
+        pooled: dict[str, list] = {k: [] for k in ("cover", "width", "form", "err", "dA", "seed_sd", "A_sd")}
         for (task, arm), runs in sorted(arms.items()):
             r = _row(runs, share)
             if "cover" not in r:
@@ -102,8 +104,8 @@ def main() -> None:
             for k in pooled:
                 pooled[k] += r[k] if isinstance(r[k], list) else [r[k]]
             table.add_row(task, arm, f"{share:g}", str(r["runs"]), str(r["unfit"]), f"{np.mean(r['cover']):.0%}",
-                          f"{np.median(r['width']):.3f}", f"{np.mean(r['form']):.0%}", f"{np.median(r['err']):.3f}", f"{r['seed_sd']:.3f}", f"{np.median(r['dA']):.3f}",
-                          f"{r['A_sd']:.3f}")
+                          f"{np.median(r['width']):.3f}", f"{np.mean(r['form']):.0%}", f"{np.median(r['err']):.3f}",
+                          f"{r['seed_sd']:.3f}", f"{np.median(r['dA']):.3f}", f"{r['A_sd']:.3f}")
         if pooled["cover"]:
             table.add_row("all", "all", f"{share:g}", str(len(pooled["cover"])), "", f"{np.mean(pooled['cover']):.0%}",
                           f"{np.median(pooled['width']):.3f}", f"{np.mean(pooled['form']):.0%}",

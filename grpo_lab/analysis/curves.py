@@ -39,7 +39,7 @@ interval is the hull of two forms' intervals: the curve's, and the drift form's 
 continued at the points' log-linear slope, RunFit.drift_at). Why: the seeds' fits share their bias
 (real tiny-model runs jump, then drift up for hundreds of steps; every seed's fit bends at the same
 place), so an interval over seeds alone is narrow where the form is wrong; on those runs the curve
-form's own 90% interval covered 39-78% of the finals, the hull 61-100% (docs/results.md). The
+form's own 90% interval covered 39-83% of the finals, the hull 61-100% (docs/results.md). The
 intervals' coverage is measured by simulation (tests/analysis/test_analysis_curves.py) and on real
 runs (benchmarks/curve_prediction.py), not assumed.
 """
@@ -105,7 +105,9 @@ class RunFit:
     at_bound: tuple[str, ...]  # parameters the fit pinned to a bound
     collapsed: bool  # collapse.is_collapsed(R0, R(C_last))
     flat: bool = False  # a flat line fitted the points better (AICc): A is the level, no speed
-    slope: float = 0.0  # least-squares slope of R on ln C over the fitted points (the drift form)
+    # least-squares slope of R on ln C over the fitted points (the drift form); a flat fit keeps
+    # its points' slope too: the flat choice says no bend is visible, not that nothing drifts
+    slope: float = 0.0
 
     def at(self, C) -> np.ndarray:
         return saturating(C, self.R0, self.A, self.B, self.C_mid)
@@ -225,12 +227,17 @@ def predict(arm: ArmCurve, C: float) -> Prediction:
     curve form's (its seeds' mean R_i(C)), each interval the hull of the curve form's and the
     drift form's t intervals over the seeds (RunFit.drift_at; the two agree within a run's points),
     cut to [0, 1]: a pass rate's."""
-    forms = ([float(f.at(C)) for f in arm.runs], [float(f.drift_at(C)) for f in arm.runs])
-    return Prediction(float(C), *(_hull([t_interval(v, arm.level, new=new) for v in forms]) for new in (False, True)))
+    curve, drift = [float(f.at(C)) for f in arm.runs], [float(f.drift_at(C)) for f in arm.runs]
+    mean = _hull([t_interval(curve, arm.level), t_interval(drift, arm.level)])
+    seed = _hull([t_interval(curve, arm.level, new=True), t_interval(drift, arm.level, new=True)])
+    return Prediction(float(C), mean, seed)
 
 
 def _hull(intervals: list[Interval]) -> Interval:
-    """The first interval's estimate with the bounds of all of them, within [0, 1]."""
+    """The first interval's estimate with the bounds of all of them, within [0, 1]; an interval
+    on fewer than two seeds stays unbounded (nothing to cut: t_interval could not bound it)."""
+    if intervals[0].n < 2:
+        return intervals[0]
     return Interval(intervals[0].est, max(0.0, min(i.lower for i in intervals)),
                     min(1.0, max(i.upper for i in intervals)), intervals[0].n)
 

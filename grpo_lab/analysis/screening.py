@@ -27,11 +27,11 @@ If every predicted interval holds, a dropped arm has μ_a ≤ upper_pred(a) < lo
 observed condition only removes drops, so it keeps the bound; it guards against the case the bound
 does not cover: THE GUARANTEE RESTS ON THE CURVE FORMS (one of a seed's readings being unbiased for
 the arm's value at the full length). On real tiny-model runs the curve form's own 90% prediction
-intervals covered 39-78% of the held-out final evals when fitted on a quarter or a half of the run
-(docs/results.md: a slow drift after the first jump), and a run that sits on a plateau for its first
-quarter and then rises is read by no form, which is why each seed is also read by its drift, and
-the default asks the gap of the observed rung values and widens the intervals: a rise that lifts a
-trailing arm later than the best is what would make a drop wrong. Measured on the simulator
+intervals covered 39-83% of the held-out final evals when fitted on a quarter or a half of the run
+(docs/results.md: a slow drift after the first jump, which is why each seed is also read by its
+drift), and a run that sits on a plateau for its first quarter and then rises is read by no form,
+which is why the default asks the gap of the observed rung values and widens the intervals: a rise
+that lifts a trailing arm later than the best is what would make a drop wrong. Measured on the simulator
 (tests/analysis/test_screening.py, benchmarks/screening.py), where the saturating form holds.
 
 An arm is never dropped where it cannot be read: a seed with fewer than FIT_POINTS evals after

@@ -94,8 +94,8 @@ def predict(
     except ValueError as exc:
         fail(exc)
     console.print(prediction_table(rows, at))
-    console.print("note: beyond the runs' length each interval spans the curve form and the runs' late log-linear "
-                  "drift continued; a rise no point of the runs shows is in neither (coverage on real runs: "
+    console.print("note: beyond the runs' length each interval spans the curve form and its fitted points' "
+                  "log-linear slope continued; a rise no point of the runs shows is in neither (coverage on real runs: "
                   "docs/results.md)", highlight=False)
     if not verdicts:
         console.print("no ceiling or speed labels: no cell has a baseline, or the sweep ran --decide (its seeds were "

@@ -110,7 +110,7 @@ def _intro(verdicts: list[CurveVerdict], decided: bool) -> Paragraph:
         f"Intervals over seeds: 90% for the arm's A, B and C_mid; {rule}. A ceiling is labelled only where every "
         "run went past half its gain, is not flat and its A is not at a fit bound. The pass@1 at "
         f"{HORIZON:g}x the longest run is where the curve form puts it; beyond the runs the band spans that form "
-        "and the runs' late log-linear drift continued, and a rise no point of the runs shows is in neither "
+        "and its fitted points' log-linear slope continued, and a rise no point of the runs shows is in neither "
         "(coverage measured on real runs: docs/results.md).")
 
 

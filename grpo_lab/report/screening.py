@@ -5,7 +5,7 @@ the arms a rung could not read. And the dropped arms' runs in the runs table, ma
 
 Screening is the typed record (execution/screen.py keeps it in <workspace>/screens/<sweep>.json;
 execution/report_inputs.py builds this from it). The guarantee stated is analysis/screening.py's:
-P(dropping an arm within δ of the best) ≤ α, resting on the curve form.
+P(dropping an arm within δ of the best) ≤ α, resting on the curve forms.
 """
 
 from __future__ import annotations
@@ -141,9 +141,10 @@ def _rule_text(s: Screening) -> str:
             f"dropped when {gaps} credibly below the best arm's by more than δ = {s.delta:g}, on intervals at "
             f"α = {s.alpha:g} split over the rungs and arms (Bonferroni), their half-widths × {s.inflate:g} "
             f"(inflate). What a drop guarantees: P(dropping an arm within δ of the best) ≤ α = {s.alpha:g}, "
-            "resting on the curve form: the seeds' fitted curves must predict the arm's pass@1 at the full "
-            "length without bias, and a drift after the rung that lifts a trailing arm later than the best "
-            "is not covered (analysis/screening.py). The baseline is never dropped.")
+            "resting on the curve forms: for each arm, one of its seeds' readings (fitted curve, drift "
+            "continued, plateau) must not under-read its pass@1 at the full length, and a rise after the rung "
+            "that none of them shows, lifting a trailing arm later than the best, is not covered "
+            "(analysis/screening.py). The baseline is never dropped.")
 
 
 def _drops_table(s: Screening, unit: str) -> Table:

@@ -130,7 +130,7 @@ def test_a_slow_drift_after_the_jump_is_covered_by_the_drift_form():
     interval misses more of the finals 4x beyond the fit than its level says; the interval predict
     gives, the hull with the drift form's, covers them."""
     rng = np.random.default_rng(7)
-    hit, hit_curve, n = 0, 0, 0
+    hit, hit_curve, n, widths = 0, 0, 0, []
     for _ in range(60):
         fits, finals = [], []
         for _ in range(4):
@@ -145,12 +145,15 @@ def test_a_slow_drift_after_the_jump_is_covered_by_the_drift_form():
         hit += sum(p.seed.lower <= v <= p.seed.upper for v in finals)
         hit_curve += sum(curve.lower <= v <= curve.upper for v in finals)
         n += len(finals)
+        widths.append(p.seed.upper - p.seed.lower)
     assert hit / n >= 0.9 > 0.85 > hit_curve / n
+    assert np.median(widths) < 0.3  # wider than the curve form's, not the whole [0, 1]
 
 
 def test_the_drift_form_continues_the_fit_beyond_its_points_only():
-    f = cv.fit_run(C, cv.saturating(C, 0.2, 0.6, 1.5, 8.0) + 0.01 * np.log(C), 0.2)
-    assert f.slope > 0
+    R = cv.saturating(C, 0.2, 0.6, 1.5, 8.0) + 0.01 * np.log(C)
+    f = cv.fit_run(C, R, 0.2)
+    assert f.slope == pytest.approx(np.polyfit(np.log(C[C >= 4]), R[C >= 4], 1)[0])  # on ln C, past the transient
     assert f.drift_at([5.0, 40.0]) == pytest.approx(f.at([5.0, 40.0]))
     assert float(f.drift_at(160.0)) == pytest.approx(float(f.at(40.0)) + f.slope * math.log(4.0))
     assert float(dataclasses.replace(f, slope=5.0).drift_at(1e6)) == 1.0  # kept a pass rate

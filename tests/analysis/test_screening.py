@@ -21,6 +21,7 @@ import math
 import numpy as np
 import pytest
 
+from grpo_lab.analysis import curves
 from grpo_lab.analysis import screen_sim as ss
 from grpo_lab.analysis import screening as scr
 
@@ -117,14 +118,12 @@ def test_a_drop_needs_the_gap_on_the_observed_rung_values_too_by_default():
 
 
 def test_a_seed_whose_points_still_rise_is_read_high_at_its_drift():
-    """A flat fit of points that rise (the tiny model's slow drift) would read the seed at its level;
-    its high reading is the drift continued to the full length, its low one the lower of its level
-    and its plateau."""
-    from grpo_lab.analysis import curves
-
+    """A fit that bent early under points that keep rising (the tiny model's slow drift) would read
+    the seed at its ceiling; its high reading is the drift continued to the full length, its low one
+    the lower of its ceiling and its plateau."""
     C = np.arange(10.0, 70.0, 10.0)
     R = 0.30 + 0.05 * np.log(C / 35.0)
-    fit = curves.RunFit(0.24, 0.30, curves.B_MAX, 0.5, 60.0, 6, 0.02, ("C_mid",), False, True, 0.05)
+    fit = curves.RunFit(0.24, 0.30, curves.B_MAX, 0.5, 60.0, 6, 0.02, ("C_mid",), False, False, 0.05)
     high, low = scr.readings(fit, R, C, 240)
     assert high == pytest.approx(0.30 + 0.05 * math.log(4.0))
     assert low == pytest.approx(min(0.30, float(np.mean(R[-3:]))))
