@@ -175,7 +175,9 @@ def folders(ws: Path) -> tuple[int, bool]:
 
 @pytest.mark.slow
 def test_kill_9_then_restart_completes_the_study_training_no_finished_run_twice(tmp_path):
-    config = write(tmp_path / "base.yaml", {**BASE, "steps": 6, "eval": {**BASE["eval"], "every": 3}})
+    # 12 steps: the third trial stays between its step-2 checkpoint and its end long enough for the
+    # poll and the freeze to land there on a fast, idle box (6 steps once finished in between)
+    config = write(tmp_path / "base.yaml", {**BASE, "steps": 12, "eval": {**BASE["eval"], "every": 3}})
     space, ws = write(tmp_path / "space.yaml", SPACE), tmp_path / "ws"
     args = [str(config), "--space", str(space), "--trials", "4", "--name", "killme", "--workspace", str(ws),
             "--out", str(tmp_path / "best.yaml"), "--prune-warmup", "1"]  # no pruning: every trial trains to the end
@@ -213,6 +215,6 @@ def test_kill_9_then_restart_completes_the_study_training_no_finished_run_twice(
             assert statuses == (["interrupted", "finished"] if t.number in resumed else ["finished"]), t.number
             lines = (Path(run.out_dir) / "metrics.jsonl").read_text().splitlines()
             steps = [json.loads(line)["step"] for line in lines]
-            assert steps == list(range(6)), t.number  # each step trained (and logged) once
+            assert steps == list(range(12)), t.number  # each step trained (and logged) once
             if t.number in resumed:  # the killed attempt keeps its hours; the next one resumed past step 0
                 assert run.attempts[0].gpu_hours > 0 and run.attempts[1].start_step >= 2
