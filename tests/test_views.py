@@ -95,8 +95,7 @@ def test_the_closing_line_gives_an_undecided_rows_holm_p_beside_its_uncorrected_
 
 
 def test_runs_of_an_arm_screen_dropped_read_dropped_at_their_rung_not_pending(tmp_path):
-    from grpo_lab.execution.screen import dropped_at, state_file
-    from grpo_lab.util.files import write_json
+    from grpo_lab.execution.screen import dropped_at
     from grpo_lab.views import runs_table
 
     def run_cell(run_id, tricks, position, status):
@@ -105,17 +104,16 @@ def test_runs_of_an_arm_screen_dropped_read_dropped_at_their_rung_not_pending(tm
         return SimpleNamespace(run_id=run_id, model="tiny", task="math", tricks=tricks, seed=0, position=position,
                                run=run)
 
-    sweep = SimpleNamespace(name="scr", unit="device-hours",
-                            cells=[run_cell("b0", "", 0, "pending"), run_cell("e0", "ema_reference", 1, "pending")])
-    (tmp_path / "screens").mkdir()
-    write_json(state_file(tmp_path, "scr"), {"rule": {}, "rungs": [
+    record = {"rule": {}, "rungs": [
         {"rung": 0, "step": 2, "drops": [], "unread": {}},
         {"rung": 1, "step": 4, "drops": [{"arm": ["tiny", "math", "ema_reference"], "run_ids": ["e0"],
-                                          "hours": 0.01, "hours_saved": 0.01}], "unread": {}}]})
-    assert dropped_at(tmp_path, "scr") == {"e0": (2, 4)}
-    assert dropped_at(tmp_path, "other") == {}
+                                          "hours": 0.01, "hours_saved": 0.01}], "unread": {}}]}
+    sweep = SimpleNamespace(name="scr", unit="device-hours", screen_json=json.dumps(record),
+                            cells=[run_cell("b0", "", 0, "pending"), run_cell("e0", "ema_reference", 1, "pending")])
+    assert dropped_at(sweep) == {"e0": (2, 4)}
+    assert dropped_at(SimpleNamespace(screen_json=None)) == {}
     console = Console(record=True, width=250)
-    console.print(runs_table(sweep, driving=True, dropped=dropped_at(tmp_path, "scr")))
+    console.print(runs_table(sweep, driving=True, dropped=dropped_at(sweep)))
     rows = {rid: line for line in console.export_text().splitlines() for rid in ("b0", "e0") if f" {rid} " in line}
     assert "dropped (rung 2, step 4)" in rows["e0"] and "pending" not in rows["e0"]
     assert "pending" in rows["b0"] and "dropped" not in rows["b0"]

@@ -258,7 +258,7 @@ class SweepView:
         self.live.close()  # the live view ends before the outcome prints
         if decide_stop:
             console.print(f"--decide stopped: {decide_stop}")
-        console.print(runs_table(self.sweep, dropped=dropped_at(self.workspace, self.sweep.name)))
+        console.print(runs_table(self.sweep, dropped=dropped_at(self.sweep)))
         for line in verdict_lines(self.sweep):
             console.print(line, markup=False, highlight=False)
         # counted from the registry: with --decide the attempts ran in the waves' own passes
@@ -306,7 +306,7 @@ def status(
             from grpo_lab.util.yamlio import suggest
 
             fail(ConfigError(f"no sweep '{sweep_name}'{suggest(sweep_name, [s.name for s in sweeps])}"))
-        console.print(runs_table(sw, driving, dropped_at(workspace, sw.name)))
+        console.print(runs_table(sw, driving, dropped_at(sw)))
 
 
 @app.command()

@@ -39,7 +39,8 @@ from sqlalchemy.orm import (
     sessionmaker,
 )
 
-from grpo_lab.spec.arm import DEFAULT_TRAINER, arm_label, arm_model, split_arm_model
+from grpo_lab.execution.registry_upgrade import add_columns
+from grpo_lab.spec.arm import arm_label
 from grpo_lab.util.yamlio import ConfigError
 
 WORKSPACE = Path(".grpo-lab")  # per-project folder: registry.db, mlflow.db, runs/
@@ -71,6 +72,7 @@ class Sweep(Base):
     planned_gpu_hours: Mapped[float | None]
     env_json: Mapped[str] = mapped_column(Text, default="{}")  # the environment pinned at creation
     mlflow_parent_id: Mapped[str | None] = mapped_column(String(64))
+    screen_json: Mapped[str | None] = mapped_column(Text)  # what --screen decided, rung by rung (execution/screen.py)
     created_at: Mapped[datetime] = mapped_column(default=now)
     updated_at: Mapped[datetime] = mapped_column(default=now, onupdate=now)
     cells: Mapped[list[SweepRun]] = relationship(back_populates="sweep", cascade="all, delete-orphan")
@@ -117,7 +119,7 @@ class SweepRun(Base):
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"))
     position: Mapped[int]  # order in the matrix expansion
     # the arm's model label (spec/arm.arm_model): the model, with its trainer when not grpo-lab's
-    # ("tiny (trl)"); a registry from before the trainers axis is relabelled when opened (label_trainers)
+    # ("tiny (trl)"); a registry from before the trainers axis is relabelled when opened (registry_upgrade)
     model: Mapped[str] = mapped_column(String(200))
     task: Mapped[str] = mapped_column(String(100))
     tricks: Mapped[str] = mapped_column(Text)  # "+"-joined; "" = baseline
@@ -247,54 +249,6 @@ def connect(url: str) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
-ADDED_COLUMNS = {"attempts": ("job_id VARCHAR(64)",), "decide_waves": ("options_json TEXT",),
-                 "decide_verdicts": ("record_json TEXT",)}  # columns newer than a registry's tables
-
-
-def add_columns(conn) -> None:
-    """ALTER the tables of a registry created before a column existed (create_all adds tables only)."""
-    from sqlalchemy import inspect
-
-    inspector = inspect(conn)
-    for table, columns in ADDED_COLUMNS.items():
-        have = {c["name"] for c in inspector.get_columns(table)}
-        for column in columns:
-            if column.split()[0] not in have:
-                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column}"))
-    label_trainers(conn)
-
-
-def label_trainers(conn) -> None:
-    """Spell the trainer into the model labels a registry from before the trainers axis stored plain
-    (a `trainer: trl` sweep's cells as "tiny"): a cell whose run's config trains under another
-    trainer than grpo-lab's reads "tiny (trl)", and so do its sweep's --decide verdicts (their
-    model, name and record). Rows already labelled are left alone, so running it again changes nothing."""
-    cells = conn.execute(text("SELECT c.id, c.sweep_id, c.model, r.config_json FROM sweep_runs c "
-                              "JOIN runs r ON r.run_id = c.run_id")).all()
-    labels: dict[tuple[int, str], set[str]] = {}  # (sweep, model) -> its cells' labels
-    for cell_id, sweep_id, model, config in cells:
-        trainer = json.loads(config or "{}").get("trainer", DEFAULT_TRAINER)
-        name, said = split_arm_model(model)
-        label = arm_model(model, trainer) if said == DEFAULT_TRAINER else model
-        if label != model:
-            conn.execute(text("UPDATE sweep_runs SET model = :m WHERE id = :id"), {"m": label, "id": cell_id})
-        labels.setdefault((sweep_id, name), set()).add(label)
-    verdicts = conn.execute(text("SELECT id, sweep_id, name, model, record_json FROM decide_verdicts")).all()
-    for row_id, sweep_id, name, model, record in verdicts:
-        have = labels.get((sweep_id, model), set())
-        if split_arm_model(model)[1] != DEFAULT_TRAINER or model in have or len(have) != 1:
-            continue
-        label = next(iter(have))
-        new_name = label + name[len(model):] if name.startswith(model + "/") else name
-        if record:
-            d = json.loads(record)
-            d["model"] = label
-            d["name"] = new_name if d.get("name") == name else d.get("name")
-            record = json.dumps(d)
-        conn.execute(text("UPDATE decide_verdicts SET model = :m, name = :n, record_json = :r WHERE id = :id"),
-                     {"m": label, "n": new_name, "r": record, "id": row_id})
-
-
 def create_schema(engine, url: str) -> None:
     """Create missing tables (and add missing columns). Two processes opening a new registry at once (a sweep starting and
     `grpo-lab status`) would both CREATE: SQLite files are serialised by a lock file beside them,
@@ -303,11 +257,12 @@ def create_schema(engine, url: str) -> None:
     if url.startswith("sqlite:///"):
         import fcntl
 
-        with open(url.removeprefix("sqlite:///") + ".schema-lock", "w") as fh:
+        path = Path(url.removeprefix("sqlite:///"))
+        with open(f"{path}.schema-lock", "w") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             with engine.begin() as conn:
                 Base.metadata.create_all(conn)
-                add_columns(conn)
+                add_columns(conn, path.parent)
         return
     if engine.dialect.name == "postgresql":  # concurrent CREATEs there collide in pg_class (UniqueViolation)
         with engine.begin() as conn:

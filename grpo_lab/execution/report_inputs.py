@@ -105,11 +105,10 @@ def _partial(sweep: reg.Sweep, cells: list[reg.SweepRun], dropped: frozenset[str
 
 def screening(sweep: reg.Sweep) -> Screening | None:
     """What `sweep --screen` recorded for the sweep (execution/screen.py), with its dropped runs'
-    labels; None when it was not screened. The record sits in the workspace its runs were made in."""
+    labels; None when it was not screened."""
     from grpo_lab.execution.screen import recorded
 
-    workspaces = dict.fromkeys(Path(c.run.out_dir).parent.parent for c in sweep.cells)
-    record = next((r for ws in workspaces if (r := recorded(ws, sweep.name))), None)
+    record = recorded(sweep)
     if record is None:
         return None
     dropped = {run_id for rung in record.get("rungs") or () for d in rung.get("drops") or () for run_id in d["run_ids"]}

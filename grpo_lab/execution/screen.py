@@ -8,8 +8,8 @@ resumes it: no step is trained twice and a paused attempt's hours are not wasted
 decision rung the survivors' stop files are removed and they train to the end; the dropped arms'
 cells stay paused (pending in the registry) and are skipped by this sweep.
 
-What each rung decided is kept in <workspace>/screens/<sweep>.json (written atomically after the
-rung): the rule, and per rung its step, the arms dropped (why, against which arm, the core-h they
+What each rung decided is kept in the registry, on the sweep's row (committed after the rung,
+beside --decide's waves, so it travels with a shared registry): the rule, and per rung its step, the arms dropped (why, against which arm, the core-h they
 had spent and the estimate of what finishing them would have cost). A restarted sweep reads it,
 skips the rungs decided and refuses other screening settings: deciding a rung again after seeing
 its data would void the bound.
@@ -17,6 +17,7 @@ its data would void the bound.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
@@ -32,7 +33,6 @@ from grpo_lab.rundir import RunDir
 from grpo_lab.spec.arm import arm_key
 from grpo_lab.spec.plan import Plan
 from grpo_lab.spec.screen_spend import screening_spend
-from grpo_lab.util.files import read_json, write_json
 from grpo_lab.util.yamlio import ConfigError, suggest
 
 METRIC = "eval/pass@1"
@@ -87,10 +87,6 @@ def priced(plan: Plan, options: ScreenOptions, matrix: Path) -> tuple[Plan, list
     return replace(plan, screening=screening_spend(plan, steps)), steps
 
 
-def state_file(workspace: Path, sweep: str) -> Path:
-    return Path(workspace) / "screens" / f"{sweep}.json"
-
-
 def _arm(cell: reg.SweepRun) -> tuple[str, str, str]:
     return cell.model, cell.task, arm_key(cell.tricks)
 
@@ -119,10 +115,10 @@ def run_screening(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
                   steps: list[int], on_event: Callable | None = None,
                   say: Callable[[str], None] = lambda line: None) -> frozenset[str]:
     """The rungs of the module docstring; returns the run ids of the arms dropped (not to run on)."""
-    rule, path = options.rule, state_file(opts.workspace, sweep.name)
-    state = read_json(path) or {"rule": _jsonable(asdict(rule)), "rungs": []}
+    rule = options.rule
+    state = recorded(sweep) or {"rule": _jsonable(asdict(rule)), "rungs": []}
     if state["rule"] != _jsonable(asdict(rule)):
-        raise ConfigError(f"sweep '{sweep.name}': its screening ran with {state['rule']} ({path}); rerun with those "
+        raise ConfigError(f"sweep '{sweep.name}': its screening ran with {state['rule']}; rerun with those "
                           "settings or give the sweep a new --name")
     cells = sorted(sweep.cells, key=lambda c: c.position)
     arms = sorted({_arm(c) for c in cells})
@@ -140,8 +136,8 @@ def run_screening(session: Session, sweep: reg.Sweep, runner: Runner, opts: Swee
                                                     for a in arms if a not in dropped}, len(arms))
         state["rungs"].append({"rung": r, "step": step, "drops": [_drop(d, cells, step, steps[-1]) for d in got.drops],
                                "unread": {"/".join(x.arm): x.why_not for x in got.reads if x.why_not}})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(path, state)
+        sweep.screen_json = json.dumps(state)
+        session.commit()
         dropped |= {d.arm for d in got.drops}
         say(rung_line(state["rungs"][-1], len(arms) - len(dropped)))
     for c in cells:
@@ -155,7 +151,7 @@ def _jsonable(rule: dict) -> dict:
 
 
 def _drop(d: scr.Drop, cells: list[reg.SweepRun], step: int, full: int) -> dict:
-    """A drop as the state file keeps it, with the core-h its cells spent and would have spent more."""
+    """A drop as the record keeps it, with the core-h its cells spent and would have spent more."""
     spent = sum(c.run.gpu_hours for c in cells if _arm(c) == d.arm)
     return {"arm": list(d.arm), "best": d.best[2], "why": d.why, "below_baseline": d.below_baseline,
             "run_ids": [c.run_id for c in cells if _arm(c) == d.arm], "hours": spent,
@@ -171,13 +167,13 @@ def rung_line(rung: dict, left: int) -> str:
     return head + f"dropped {names}; {left} arms go on, ~{sum(d['hours_saved'] for d in rung['drops']):.3g} h saved"
 
 
-def recorded(workspace: Path, sweep: str) -> dict | None:
-    """The screening a sweep recorded (the report's section), None without one."""
-    return read_json(state_file(workspace, sweep))
+def recorded(sweep: reg.Sweep) -> dict | None:
+    """The screening the sweep recorded (the report's section), None without one."""
+    return json.loads(sweep.screen_json) if sweep.screen_json else None
 
 
-def dropped_at(workspace: Path, sweep: str) -> dict[str, tuple[int, int]]:
+def dropped_at(sweep: reg.Sweep) -> dict[str, tuple[int, int]]:
     """run id -> (rung, counted from 1 as rung_line counts it, and its step) of every run of an arm
     the sweep's screening dropped; {} for a sweep that was not screened."""
-    state = recorded(workspace, sweep) or {}
+    state = recorded(sweep) or {}
     return {rid: (r["rung"] + 1, r["step"]) for r in state.get("rungs", []) for d in r["drops"] for rid in d["run_ids"]}

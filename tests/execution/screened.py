@@ -83,7 +83,7 @@ def check_screened(sweep: reg.Sweep, ws: Path, dropped: frozenset[str]) -> None:
         folder = RunDir(cell.run.out_dir)
         assert cell.run.status == "pending" and [a.status for a in cell.run.attempts] == ["paused"]
         assert [r["step"] for r in folder.metrics()] == [0, 1] and folder.summary() is None
-    state = recorded(ws, sweep.name)
+    state = recorded(sweep)
     assert [r["step"] for r in state["rungs"]] == [2, 4]
     assert [d["arm"][2] for d in state["rungs"][0]["drops"]] == [TRICK] and state["rungs"][1]["drops"] == []
     assert state["rungs"][0]["drops"][0]["hours"] > 0

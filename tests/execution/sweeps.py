@@ -3,8 +3,10 @@
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import TINY_FAST
@@ -34,3 +36,16 @@ def freeze_workers(ws: Path) -> None:
     """SIGSTOP every worker: on a fast box a run could otherwise finish between the check and the kill."""
     for pid in workers(ws):
         os.kill(pid, signal.SIGSTOP)
+
+
+def poll_until(driver: subprocess.Popen, log: Path, probe, timeout: float = 600, interval: float = 0.3):
+    """probe()'s first truthy value, polling while `driver` runs (its log shown if it exits first);
+    fails the test after `timeout` s (generous: CI boxes can be busy)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = probe()
+        if found:
+            return found
+        assert driver.poll() is None, log.read_text()
+        time.sleep(interval)
+    pytest.fail(f"the driver did not reach the kill point in {timeout:.0f} s")

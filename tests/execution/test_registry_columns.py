@@ -22,3 +22,26 @@ def test_an_old_registry_gains_the_job_id_column(registry_url):
     with Session() as s:
         assert s.get(reg.Run, "r1").attempts[0].job_id == "4242_3"
     Session.kw["bind"].dispose()
+
+
+def test_an_old_sqlite_registry_reads_its_screening_files_into_the_sweeps(tmp_path):
+    from grpo_lab.execution.screen import recorded
+    from grpo_lab.util.files import write_json
+
+    url = reg.default_url(tmp_path)
+    Session = reg.connect(url)
+    with Session() as s:
+        s.add_all([reg.Sweep(name="scr", matrix_path="m.yaml"), reg.Sweep(name="plain", matrix_path="m.yaml")])
+        s.commit()
+    engine = Session.kw["bind"]
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE sweeps DROP COLUMN screen_json"))  # as a registry from before the column
+    engine.dispose()
+    record = {"rule": {"delta": 0.02}, "rungs": [{"rung": 0, "step": 4, "drops": [], "unread": {}}]}
+    (tmp_path / "screens").mkdir()
+    write_json(tmp_path / "screens" / "scr.json", record)  # where --screen kept its record then
+
+    Session = reg.connect(url)
+    with Session() as s:
+        assert recorded(reg.get_sweep(s, "scr")) == record and recorded(reg.get_sweep(s, "plain")) is None
+    Session.kw["bind"].dispose()

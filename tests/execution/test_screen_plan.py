@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from grpo_lab.api import plan
+from grpo_lab.execution import registry as reg
 from grpo_lab.execution.driver import SweepRequest, run_sweep
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "matrices" / "quickstart.yaml"
@@ -27,4 +28,5 @@ def test_the_sweep_shows_the_plans_screening_range_before_it_starts(tmp_path):
         run_sweep(SweepRequest(matrix=QUICKSTART, workspace=tmp_path / "ws", screen={"rungs": (0.5,)}), on_event)
     planned = plan(QUICKSTART, workspace=tmp_path / "ws", screen={"rungs": (0.5,)})
     assert got["plan"].screening == planned.screening and planned.screening.least < planned.screening.most
-    assert not (tmp_path / "ws" / "screens").exists()
+    with reg.connect(reg.default_url(tmp_path / "ws"))() as session:  # the plan ran no rung
+        assert all(s.screen_json is None for s in reg.all_sweeps(session))

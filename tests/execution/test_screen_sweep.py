@@ -34,7 +34,7 @@ def test_a_screened_sweep_pauses_continues_and_drops_without_paying_twice(tmp_pa
     # a restarted sweep redoes no rung and runs nothing more
     sweep, session, again = screened_once(matrix, ws, RUNGS, local)
     assert again == dropped and {c.run_id: len(c.run.attempts) for c in sweep.cells} == attempts
-    assert len(recorded(ws, sweep.name)["rungs"]) == 2
+    assert len(recorded(sweep)["rungs"]) == 2
     with pytest.raises(ConfigError, match="its screening ran with"):
         screened_once(matrix, ws, ScreenOptions(rungs=(0.5,)), local)
 

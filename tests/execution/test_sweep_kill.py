@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from grpo_lab.execution import registry as reg
-from tests.execution.sweeps import freeze_workers, workers, write_matrix
+from grpo_lab.execution.screen import recorded
+from tests.execution.sweeps import freeze_workers, poll_until, workers, write_matrix
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,16 +44,11 @@ def heartbeat_step(ws: Path, run_id: str) -> int:
 
 
 def wait_for_kill_point(driver: subprocess.Popen, ws: Path, name: str, log: Path, ready) -> list:
-    """The sweep's rows (state()) once ready(rows) holds, polling while its driver runs; generous
-    deadline: CI boxes can be busy."""
-    deadline = time.time() + 600
-    while time.time() < deadline:
-        rows = state(ws, name) if (ws / "registry.db").exists() else []
-        if ready(rows):
-            return rows
-        assert driver.poll() is None, log.read_text()
-        time.sleep(0.3)
-    pytest.fail("the sweep did not reach the kill point in time")
+    """The sweep's rows (state()) once ready(rows) holds."""
+    def rows():
+        found = state(ws, name) if (ws / "registry.db").exists() else []
+        return found if ready(found) else None
+    return poll_until(driver, log, rows)
 
 
 def test_kill_9_then_restart_runs_each_finished_run_once(tmp_path):
@@ -112,7 +108,8 @@ def test_kill_9_mid_rung_then_restart_finishes_the_screening_training_no_step_tw
     assert status == "finished" and [a[0] for a in attempts] == ["paused", "interrupted", "paused", "finished"]
     assert [a[1] for a in attempts][:2] == [0, 12] and attempts[3][1] == 72
     assert attempts[1][2] > 0  # the interrupted attempt's hours are kept
-    recorded = json.loads((ws / "screens" / "killscr.json").read_text())
-    assert [r["step"] for r in recorded["rungs"]] == [12, 72]
+    with reg.connect(reg.default_url(ws))() as s:
+        record = recorded(reg.get_sweep(s, "killscr"))
+    assert [r["step"] for r in record["rungs"]] == [12, 72]
     steps = [json.loads(line)["step"] for line in (ws / "runs" / run_id / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(2 * STEPS))

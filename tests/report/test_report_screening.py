@@ -5,6 +5,7 @@ in the runs table. Without --screen the report has no such section."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,7 +14,6 @@ import pytest
 from grpo_lab.execution.report_inputs import _partial, reproduce_commands, screening
 from grpo_lab.report import ReportData, write_report
 from grpo_lab.report.screening import Screening
-from grpo_lab.util.files import write_json
 
 # execution/screen.py's state file after two decision rungs: lr_high dropped on math at the first
 RECORD = {
@@ -82,8 +82,6 @@ def test_without_screening_the_report_has_no_such_section(written: tuple[Path, P
 
 def test_report_inputs_find_the_record_mark_partial_and_reproduce(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    (ws / "screens").mkdir(parents=True)
-    write_json(ws / "screens" / "scr.json", RECORD)
 
     def cell(run_id: str, position: int) -> SimpleNamespace:
         labels = {"model": "tiny", "task": "math", "tricks": run_id.split("-")[1], "seed": position,
@@ -92,7 +90,7 @@ def test_report_inputs_find_the_record_mark_partial_and_reproduce(tmp_path: Path
         return SimpleNamespace(run_id=run_id, position=position, run=run, labels=lambda: labels)
 
     cells = [cell("math-baseline-0", 0), cell("math-lr_high-3", 1)]
-    sweep = SimpleNamespace(name="scr", matrix_path="matrices/scr.yaml", cells=cells)
+    sweep = SimpleNamespace(name="scr", matrix_path="matrices/scr.yaml", cells=cells, screen_json=json.dumps(RECORD))
     found = screening(sweep)
     assert found is not None and [r.step for r in found.rungs] == [15, 30]
     assert [r["run_id"] for r in found.runs] == ["math-lr_high-3"]
@@ -102,4 +100,4 @@ def test_report_inputs_find_the_record_mark_partial_and_reproduce(tmp_path: Path
     assert _partial(sweep, cells[:1]) == "1 of 2 cells finished"
     run = reproduce_commands(sweep, "matrices/scr.yaml", "pass@1", False, {"waves": []}, found)[1]
     assert run == "grpo-lab sweep matrices/scr.yaml --screen --rungs 0.25,0.5 --delta 0.02"
-    assert screening(SimpleNamespace(name="other", cells=cells)) is None
+    assert screening(SimpleNamespace(name="other", cells=cells, screen_json=None)) is None

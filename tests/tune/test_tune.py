@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import optuna
@@ -24,7 +23,7 @@ from grpo_lab.tune.base import load_base
 from grpo_lab.tune.study import pruning_hook
 from grpo_lab.util.yamlio import ConfigError
 from tests.conftest import TINY_FAST, tiny_cfg
-from tests.execution.sweeps import freeze_workers
+from tests.execution.sweeps import freeze_workers, poll_until
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = {  # ~0.5 s a trial on the 2-core box once the test model is cached
@@ -182,15 +181,11 @@ def test_kill_9_then_restart_completes_the_study_training_no_finished_run_twice(
     args = [str(config), "--space", str(space), "--trials", "4", "--name", "killme", "--workspace", str(ws),
             "--out", str(tmp_path / "best.yaml"), "--prune-warmup", "1"]  # no pruning: every trial trains to the end
     first = start(args, tmp_path / "first.log")
-    deadline = time.time() + 120
-    while time.time() < deadline:  # kill once 2 trials finished and the third is past a checkpoint
+    def kill_point() -> bool:  # 2 trials finished and the third past a checkpoint
         done, mid_run = folders(ws)
-        if done >= 2 and mid_run:
-            break
-        assert first.poll() is None, (tmp_path / "first.log").read_text()
-        time.sleep(0.01)
-    else:
-        pytest.fail("the tune did not reach the kill point in time")
+        return done >= 2 and mid_run
+
+    poll_until(first, tmp_path / "first.log", kill_point, timeout=120, interval=0.01)
     freeze_workers(ws)
     assert folders(ws)[1], "the third trial ended before the kill point"
     os.kill(first.pid, signal.SIGKILL)
