@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Protocol, runtime_checkable
 
 
@@ -25,6 +26,7 @@ class HFCodec:
 
     def __init__(self, tokenizer, chat_template: bool = True, system: str | None = None):
         self.tok = tokenizer
+        self.shots: tuple[tuple[str, str], ...] = ()  # (prompt, solution) turns before every prompt
         if tokenizer.eos_token_id is None:
             # without an eos, generation never stops and completions cannot be cut
             raise ValueError(f"tokenizer {tokenizer.name_or_path!r} has no eos token")
@@ -47,5 +49,16 @@ class HFCodec:
         if not self.chat_template:
             return text
         messages = [{"role": "system", "content": self.system}] if self.system else []
+        for prompt, solution in self.shots:
+            messages += [{"role": "user", "content": prompt}, {"role": "assistant", "content": solution}]
         messages.append({"role": "user", "content": text})
         return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def with_shots(self, shots: list[tuple[str, str]]) -> "HFCodec":
+        """A copy that shows `shots` ((prompt, solution) pairs) as earlier chat turns before every
+        prompt; the model's own codec, which other runs in the process may share, is left as it is."""
+        if not self.chat_template:
+            raise ValueError(f"prompt_shots: tokenizer {self.tok.name_or_path!r} has no chat template to show shots in")
+        out = copy.copy(self)
+        out.shots = tuple(shots)
+        return out

@@ -53,6 +53,10 @@ class RunConfig(Strict):
         "math", description="task, or several mixed: built-in, rg:<dataset>, entry point or 'module:Class'")
     prompt_register: Literal["compact", "natural"] | None = Field(
         None, description="prompt style: compact (character-level) or natural (chat); None: the model card's")
+    prompt_shots: int = Field(
+        0, ge=0, le=8, description="solved training problems shown before every prompt (training, eval, preflight) "
+                                   "as earlier turns of the chat: a format demonstration for a chat model that "
+                                   "never writes the answer marks strict grading reads (natural register only)")
     difficulty: int | None = Field(None, description="train and test on this one difficulty level; None: all levels")
     levels: int | None = Field(None, ge=1, description="use levels 0..levels-1 of the task; None: all")
     data_path: str | None = Field(
@@ -108,6 +112,11 @@ class RunConfig(Strict):
             raise ValueError("sampling.group_size must be one of sampling.group_ladder")
         if self.data is not None and self.data_path is not None:
             raise ValueError("give data or data_path, not both")
+        if self.prompt_shots:
+            card = load_card(self.model)
+            if (self.prompt_register or card.prompt_register) != "natural" or not card.chat_template:
+                raise ValueError(f"prompt_shots: model {self.model} reads {self.prompt_register or card.prompt_register} "
+                                 "prompts without a chat; shots are chat turns: set prompt_shots: 0")
         if self.backend.name == "deepspeed" and self.dtype == "float16":
             raise ValueError("backend deepspeed trains in float32 or bfloat16 (float16 loss scaling is untested here)")
         if self.trainer == "trl":
@@ -163,7 +172,8 @@ def plugin_identity(cfg: RunConfig) -> dict:
 
 # Settings added after runs were recorded, dropped from the dump at their defaults so those runs
 # keep their ids.
-_LATER_DEFAULTS = {"sandbox": "bwrap", "data": None, "trainer": "grpo-lab", "head_precision": "weights"}
+_LATER_DEFAULTS = {"sandbox": "bwrap", "data": None, "trainer": "grpo-lab", "head_precision": "weights",
+                   "prompt_shots": 0}
 _LATER_SECTION_DEFAULTS = {
     "reward": {"function": None, "functions": [], "verifier": "extract", "scoring": "strict", "combine": "sum"},
     "loss": {"top_entropy_frac": 1.0, "cov_frac": 2e-4, "clip_cov_lb": 1.0, "clip_cov_ub": 5.0, "kl_cov_coef": 1.0,

@@ -25,6 +25,7 @@ from grpo_lab.trainer.reference import Reference
 from grpo_lab.trainer.schedules import ENTROPY_SCHEDULES, AdaptiveKL, GroupSize
 
 EVAL_SEED = 10_007  # test problems are the same for every run, whatever its seed
+SHOTS_SEED = 20_011  # prompt_shots' solved problems: the same for every run, whatever its seed
 
 
 def pick_device(name: str) -> torch.device:
@@ -160,9 +161,21 @@ def build_policy(cfg: RunConfig):
     register = cfg.prompt_register or card.prompt_register
     tasks = {n: make_task(n, register=register, **task_options(cfg, n)) for n in cfg.tasks}
     policy, codec = load_model(card, list(tasks.values()), device, getattr(torch, cfg.dtype))
+    if cfg.prompt_shots:
+        codec = codec.with_shots(demonstrations(cfg, tasks))
     set_head_precision(policy, cfg.head_precision)
     policy.eval()
     return device, card, tasks, policy, codec
+
+
+def demonstrations(cfg: RunConfig, tasks: dict) -> list[tuple[str, str]]:
+    """cfg.prompt_shots (prompt, solution) pairs of training problems, the run's tasks in turn, at
+    its difficulty: the same shots for every run of a config, whatever its seed."""
+    names = list(tasks)
+    drawn = {n: tasks[n].problems("train", -(-cfg.prompt_shots // len(names)), seed=SHOTS_SEED,
+                                  difficulty=cfg.difficulty) for n in names}
+    return [(p.prompt, p.solution) for p in (drawn[names[i % len(names)]][i // len(names)]
+                                             for i in range(cfg.prompt_shots))]
 
 
 def eval_problems(cfg: RunConfig, tasks: dict) -> dict:

@@ -77,6 +77,28 @@ def test_smollm2_codec_uses_chat_template_and_im_end(smollm2):
 
 
 @pytest.mark.slow
+def test_shots_are_chat_turns_before_the_prompt_in_a_copy(smollm2):
+    codec = smollm2["codec"]
+    demo = ("What is 2 + 9? Give the final answer as a number inside <answer></answer> tags.",
+            "2 + 9 = 11\n<answer>11</answer>")
+    shot = codec.with_shots([demo])
+    text = shot.format_prompt(CHAT_PROMPT)
+    turns = (f"<|im_start|>user\n{demo[0]}<|im_end|>\n<|im_start|>assistant\n{demo[1]}<|im_end|>\n"
+             f"<|im_start|>user\n{CHAT_PROMPT}<|im_end|>\n<|im_start|>assistant\n")
+    assert text.startswith("<|im_start|>system\n") and text.endswith(turns)
+    assert codec.format_prompt(CHAT_PROMPT) == text.replace(turns[:turns.index("<|im_start|>user", 1)], "")
+    assert codec.shots == ()  # the loaded model's codec, shared in the process, is left alone
+
+
+def test_shots_refuse_a_tokenizer_without_a_chat_template(tiny_llama):
+    from grpo_lab.models.hf import load_hf
+
+    _, codec = load_hf(str(tiny_llama), torch.float32, chat_template=False)
+    with pytest.raises(ValueError, match="no chat template"):
+        codec.with_shots([("q", "a")])
+
+
+@pytest.mark.slow
 def test_smollm2_greedy_answer_stops_on_im_end(smollm2):
     model, codec = smollm2["model"], smollm2["codec"]
     ids = torch.tensor([codec.encode(codec.format_prompt(CHAT_PROMPT))])

@@ -52,7 +52,7 @@ def test_set_override_errors_name_set_not_a_file_line(tmp_path):
 
 
 # Settings added after runs were recorded: at their defaults they are not part of a run's identity.
-LATER_SETTINGS = {"sandbox": True, "data": True, "trainer": True, "head_precision": True,
+LATER_SETTINGS = {"sandbox": True, "data": True, "trainer": True, "head_precision": True, "prompt_shots": True,
                   "reward": {"function", "functions", "verifier", "scoring", "combine"},
                   "loss": {"top_entropy_frac", "cov_frac", "clip_cov_lb", "clip_cov_ub", "kl_cov_coef",
                            "sapo_tau_pos", "sapo_tau_neg", "off_policy_mask", "entropy_schedule", "entropy_target",
@@ -138,3 +138,15 @@ def test_configs_written_before_the_sandbox_setting_compare_equal_to_todays():
     unsafe = RunConfig(sandbox="unsafe-local").model_dump(mode="json")
     assert _without_seed(unsafe) != _without_seed(before)
     assert comparable(_json.loads(_json.dumps(today))) == before
+
+
+def test_prompt_shots_keep_old_run_ids_and_need_a_chat_model():
+    from grpo_lab.spec.config import RunConfig
+
+    assert "prompt_shots" not in RunConfig().identity()
+    shot = RunConfig(model="smollm2-135m", prompt_shots=1)
+    assert shot.run_id() != RunConfig(model="smollm2-135m").run_id()
+    with pytest.raises(ValueError, match="prompt_shots: model tiny reads compact prompts"):
+        RunConfig(prompt_shots=1)
+    with pytest.raises(ValueError, match="prompt_shots: model smollm2-135m reads compact"):
+        RunConfig(model="smollm2-135m", prompt_register="compact", prompt_shots=1)

@@ -155,3 +155,14 @@ def test_a_matrix_without_a_baseline_arm_gets_a_warning():
     with_baseline = parse_matrix({"models": ["tiny"], "tasks": ["math"], "seeds": [0], "tricks": ["baseline"]})
     assert any("no baseline arm" in w for w in make_plan(without).warnings)
     assert not any("no baseline arm" in w for w in make_plan(with_baseline).warnings)
+
+
+def test_a_base_setting_only_some_models_take_is_checked_against_the_matrix_models():
+    chat = expand(spec(models=["smollm2-135m"], base={"prompt_shots": 1}))
+    assert [c.config.prompt_shots for c in chat] == [1]
+    with pytest.raises(ConfigError, match="prompt_shots: model tiny reads compact"):
+        parse_matrix({"name": "m", "models": ["tiny"], "tasks": ["math"], "seeds": [0], "tricks": ["baseline"],
+                      "base": {"prompt_shots": 1}})
+    mixed = spec(models=["smollm2-135m", "tiny"], base={"prompt_shots": 1})  # the tiny cells are refused on expansion
+    with pytest.raises(ConfigError, match=r"\(cell tiny / math / baseline\): prompt_shots: model tiny"):
+        expand(mixed)
