@@ -43,7 +43,8 @@ def diagnose(gain: float | None, steps: list[dict], effective_samples: int | Non
     fmt, equal, reward = (_mean(steps, k) for k in ("format/ok_frac", "reward/zero_std_frac", "reward/mean"))
     reading = ("the tiny model reads only compact prompts like '3+4=' (see `grpo-lab tasks`): use a compact "
                "task or another model" if compact_only else "check the prompt format the model expects "
-               "(its chat template) and the samples in completions.jsonl")
+               "(its chat template) and the samples in completions.jsonl; a chat model that never writes the answer "
+               "marks learns them from a solved example before each prompt (prompt_shots: 1)")
     if fmt is not None and fmt == 0.0:
         return Diagnosis("no completion met the task's answer format in any step", reading)
     if equal is not None and equal >= 1.0 and reward is not None:

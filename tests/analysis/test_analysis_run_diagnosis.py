@@ -24,6 +24,7 @@ def test_each_cause_is_named_with_its_numbers():
     assert "answer format" in fmt.cause and "compact prompts" in fmt.advice
     wrong = diagnose(0.0, steps(**{"reward/zero_std_frac": 1.0, "reward/mean": 0.0}), 0)
     assert "100% of groups" in wrong.cause and "never solved" in wrong.cause and "chat template" in wrong.advice
+    assert "prompt_shots: 1" in wrong.advice
     right = diagnose(0.06, steps(**{"reward/zero_std_frac": 1.0, "reward/mean": 0.98}), 0)
     assert "already solved" in right.cause and "harder" in right.advice  # no signal: whatever the eval did
     mixed = diagnose(0.0, steps(**{"reward/zero_std_frac": 0.96, "reward/mean": 0.3}), 100)
