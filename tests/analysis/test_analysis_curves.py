@@ -124,18 +124,25 @@ def test_ceiling_and_prediction_intervals_cover_under_skew_and_collapse(skew, co
     assert (collapsed > 0) == (collapse_p > 0)  # collapsed seeds are counted, not pooled
 
 
-def test_a_slow_drift_after_the_jump_is_covered_by_the_drift_form():
+def eval_noise(rng, heavy: bool) -> np.ndarray:
+    """An eval series' noise, sd 0.02: gaussian, or Student t with 3 degrees of freedom (heavy tails)."""
+    return rng.standard_t(3, C.size) * 0.02 / math.sqrt(3.0) if heavy else rng.normal(0, 0.02, C.size)
+
+
+@pytest.mark.parametrize("heavy", [False, True])
+def test_a_slow_drift_after_the_jump_is_covered_by_the_drift_form(heavy):
     """The tiny model's shape (docs/results.md): a first jump, then a slow log-linear drift that the
     saturating form fitted on a quarter of the run bends away from. The curve form's own 90%
     interval misses more of the finals 4x beyond the fit than its level says; the interval predict
-    gives, the hull with the drift form's, covers them."""
+    gives, the hull with the drift form's, covers them, and still does under `heavy`: t3 eval noise and a skewed drift
+    over seeds (lognormal, sd 0.6 on the log scale: one seed in ten drifts twice the median)."""
     rng = np.random.default_rng(7)
     hit, hit_curve, n, widths = 0, 0, 0, []
     for _ in range(60):
         fits, finals = [], []
         for _ in range(4):
             y = cv.saturating(C, 0.24, 0.30, 2.0, 2.0 * math.exp(rng.normal(0, 0.2))) \
-                + 0.03 * math.exp(rng.normal(0, 0.2)) * np.log(C) + rng.normal(0, 0.02, C.size)
+                + 0.03 * math.exp(rng.normal(0, 0.6 if heavy else 0.2)) * np.log(C) + eval_noise(rng, heavy)
             keep = C <= 10
             fits.append(cv.fit_run(C[keep], y[keep], 0.24))
             finals.append(y[-1])
@@ -146,8 +153,10 @@ def test_a_slow_drift_after_the_jump_is_covered_by_the_drift_form():
         hit_curve += sum(curve.lower <= v <= curve.upper for v in finals)
         n += len(finals)
         widths.append(p.seed.upper - p.seed.lower)
-    assert hit / n >= 0.9 > 0.85 > hit_curve / n
-    assert np.median(widths) < 0.3  # wider than the curve form's, not the whole [0, 1]
+    assert hit / n >= 0.9
+    if not heavy:  # with a skewed drift the seeds' spread alone widens the curve form's interval too
+        assert hit_curve / n < 0.85
+    assert np.median(widths) < (0.45 if heavy else 0.3)  # wider than the curve form's, not the whole [0, 1]
 
 
 def test_the_drift_form_continues_the_fit_beyond_its_points_only():
