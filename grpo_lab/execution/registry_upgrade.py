@@ -35,8 +35,12 @@ def add_columns(conn, folder: Path | None = None) -> None:
 
 def import_screen_files(conn, folder: Path) -> None:
     for path in sorted((folder / "screens").glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):  # half-written by a killed writer: there was no record to keep
+            continue
         conn.execute(text("UPDATE sweeps SET screen_json = :record WHERE name = :name"),
-                     {"record": path.read_text(), "name": path.stem})
+                     {"record": json.dumps(record), "name": path.stem})
 
 
 def label_trainers(conn) -> None:

@@ -16,8 +16,9 @@ class Codec(Protocol):
 
     def decode(self, ids: list[int]) -> str: ...
 
-    def format_prompt(self, text: str) -> str:
-        """The prompt as the model expects it (chat template for instruct models)."""
+    def format_prompt(self, text: str, task: str | None = None) -> str:
+        """The prompt as the model expects it (chat template for instruct models); `task` (the
+        problem's Problem.task) picks the solved examples shown before it, where there are any."""
         ...
 
 
@@ -26,7 +27,7 @@ class HFCodec:
 
     def __init__(self, tokenizer, chat_template: bool = True, system: str | None = None):
         self.tok = tokenizer
-        self.shots: tuple[tuple[str, str], ...] = ()  # (prompt, solution) turns before every prompt
+        self.shots: dict[str, tuple[tuple[str, str], ...]] = {}  # per task: (prompt, solution) turns shown first
         if tokenizer.eos_token_id is None:
             # without an eos, generation never stops and completions cannot be cut
             raise ValueError(f"tokenizer {tokenizer.name_or_path!r} has no eos token")
@@ -45,20 +46,21 @@ class HFCodec:
     def decode(self, ids: list[int]) -> str:
         return self.tok.decode(ids, skip_special_tokens=True)
 
-    def format_prompt(self, text: str) -> str:
+    def format_prompt(self, text: str, task: str | None = None) -> str:
         if not self.chat_template:
             return text
         messages = [{"role": "system", "content": self.system}] if self.system else []
-        for prompt, solution in self.shots:
+        for prompt, solution in self.shots.get(task, ()):
             messages += [{"role": "user", "content": prompt}, {"role": "assistant", "content": solution}]
         messages.append({"role": "user", "content": text})
         return self.tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
-    def with_shots(self, shots: list[tuple[str, str]]) -> "HFCodec":
-        """A copy that shows `shots` ((prompt, solution) pairs) as earlier chat turns before every
-        prompt; the model's own codec, which other runs in the process may share, is left as it is."""
+    def with_shots(self, shots: dict[str, list[tuple[str, str]]]) -> "HFCodec":
+        """A copy that shows a task's `shots` ((prompt, solution) pairs) as earlier chat turns before
+        each of its prompts; the model's own codec, which other runs in the process may share, is
+        left as it is."""
         if not self.chat_template:
             raise ValueError(f"prompt_shots: tokenizer {self.tok.name_or_path!r} has no chat template to show shots in")
         out = copy.copy(self)
-        out.shots = tuple(shots)
+        out.shots = {task: tuple(pairs) for task, pairs in shots.items()}
         return out

@@ -51,7 +51,7 @@ class CharCodec:
     def decode(self, ids: list[int]) -> str:
         return "".join(self.itos.get(int(i), "") for i in ids)
 
-    def format_prompt(self, text: str) -> str:
+    def format_prompt(self, text: str, task: str | None = None) -> str:
         return text
 
 

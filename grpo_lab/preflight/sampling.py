@@ -66,7 +66,7 @@ def sample(s: Sampler, problems: list, G: int, seed: int) -> Sampled:
     parts = []
     for i in range(0, len(problems), sc.prompts_per_step):
         batch = problems[i:i + sc.prompts_per_step]
-        prompts = [s.codec.encode(s.codec.format_prompt(p.prompt)) for p in batch]
+        prompts = [s.codec.encode(s.codec.format_prompt(p.prompt, p.task)) for p in batch]
         ro = s.engine.generate(prompts, G, s.temperature, sc.top_p, sc.max_new_tokens, seed=seed + i)
         parts.append((ro, score_rollout(s.tasks, batch, ro, s.codec, s.cfg, 0.0), range(len(batch)), G))
     rollout, scored = merge_rounds(parts)

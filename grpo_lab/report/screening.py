@@ -3,7 +3,7 @@ steps) the arms dropped, against which best arm, why, whether also below the bas
 each had spent and the estimate of what its dropping saved; the rule and what a drop guarantees;
 the arms a rung could not read. And the dropped arms' runs in the runs table, marked as dropped.
 
-Screening is the typed record (execution/screen.py keeps it in <workspace>/screens/<sweep>.json;
+Screening is the typed record (execution/screen.py keeps it on the sweep's registry row;
 execution/report_inputs.py builds this from it). The guarantee stated is analysis/screening.py's:
 P(dropping an arm within δ of the best) ≤ α, resting on the curve forms.
 """

@@ -63,8 +63,7 @@ def fmt_hours(hours: float) -> str:
 def prompt_length(cfg: RunConfig, card: ModelCard) -> float:
     """Prompt tokens of the run's register: the register, not the task, sets the order of magnitude;
     each of prompt_shots adds about one prompt (a solved problem's prompt and its short solution)."""
-    register = cfg.prompt_register or card.prompt_register
-    if register == "natural":
+    if cfg.register == "natural":
         return NATURAL_PROMPT_TOKENS * (1 + cfg.prompt_shots)
     return statistics.fmean(COMPACT_PROMPT_TOKENS.get(t, COMPACT_DEFAULT) for t in cfg.tasks)
 

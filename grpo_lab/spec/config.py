@@ -114,9 +114,9 @@ class RunConfig(Strict):
             raise ValueError("give data or data_path, not both")
         if self.prompt_shots:
             card = load_card(self.model)
-            if (self.prompt_register or card.prompt_register) != "natural" or not card.chat_template:
-                raise ValueError(f"prompt_shots: model {self.model} reads {self.prompt_register or card.prompt_register} "
-                                 "prompts without a chat; shots are chat turns: set prompt_shots: 0")
+            if self.register != "natural" or not card.chat_template or card.kind == "tiny":
+                raise ValueError(f"prompt_shots: model {self.model} reads {self.register} prompts without a chat; "
+                                 "shots are chat turns: set prompt_shots: 0")
         if self.backend.name == "deepspeed" and self.dtype == "float16":
             raise ValueError("backend deepspeed trains in float32 or bfloat16 (float16 loss scaling is untested here)")
         if self.trainer == "trl":
@@ -127,6 +127,11 @@ class RunConfig(Strict):
                 more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
                 raise ValueError(f"trainer trl: {problems[0]}{more}")
         return self
+
+    @property
+    def register(self) -> str:
+        """The prompt register the run uses: its own, else its model card's."""
+        return self.prompt_register or load_card(self.model).prompt_register
 
     @property
     def tasks(self) -> list[str]:

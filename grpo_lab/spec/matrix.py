@@ -202,10 +202,11 @@ def parse_matrix(data: Any, source: str = "<matrix>", lines: dict | None = None,
             spec = None
     if spec is not None:
         errors += _name_errors(spec, source, lines)
-    # checked as the first model's cells see it: some settings hold for some models only (prompt_shots)
-    first_model = {"model": spec.models[0]} if spec is not None and spec.models and "model" not in base else {}
+    # checked as the first model's cells see it (the axis over the base, as in a cell): some settings
+    # hold for some models only (prompt_shots); a model name already refused is not checked again
+    first_model = {"model": spec.models[0]} if spec is not None and not errors else {}
     try:
-        resolve({**first_model, **base}, base_source, base_lines)
+        resolve({**base, **first_model}, base_source, base_lines)
     except ConfigError as exc:
         errors.append(str(exc))
     if errors:

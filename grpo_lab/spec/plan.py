@@ -150,7 +150,6 @@ def check_data(plan: Plan) -> None:
     wrong length or a non-number, fails the plan (ConfigError naming file, row, field or function)
     before anything is registered or trained, not each run minutes into its setup."""
     from grpo_lab.rewards import plugins
-    from grpo_lab.spec.model_cards import load_card
     from grpo_lab.tasks import make_task, task_options
 
     read = set()
@@ -158,7 +157,7 @@ def check_data(plan: Plan) -> None:
         functions = [f for f in plugins.configured(cfg.reward) if f.fn is not None]
         if cfg.data_path is None and cfg.data is None and not functions:
             continue
-        register = cfg.prompt_register or load_card(cfg.model).prompt_register
+        register = cfg.register
         for name in cfg.tasks:
             options = task_options(cfg, name)
             key = json.dumps([name, register, options, [f.path for f in functions]], sort_keys=True, default=str)

@@ -31,7 +31,7 @@ def evaluate(engine, codec, tasks: dict, problems: dict, cfg, max_new_tokens: in
     totals: dict[str, list[float]] = {}
     for name, probs in problems.items():
         task = tasks[name]
-        prompts = [codec.encode(codec.format_prompt(p.prompt)) for p in probs]
+        prompts = [codec.encode(codec.format_prompt(p.prompt, p.task)) for p in probs]
         ro = engine.generate(prompts, cfg.samples, cfg.temperature, 1.0, max_new_tokens, seed=seed)
         texts = ro.texts(codec)
         scores = task.score([probs[g] for g in ro.group], texts)

@@ -72,7 +72,7 @@ def sample_groups(run: RunState, step: int, G: int, T: float, progress: float, t
     want, problems, rounds, dropped = cfg.prompts_per_step, [], [], 0
     for round_ in range(1 + (cfg.max_refill_rounds if cfg.dynamic_sampling else 0)):
         new = run.curriculum.sample(step, want - len(problems))
-        prompts = [run.codec.encode(run.codec.format_prompt(p.prompt)) for p in new]
+        prompts = [run.codec.encode(run.codec.format_prompt(p.prompt, p.task)) for p in new]
         with timer("rollout"):
             ro = run.engine.generate(prompts, G, T, cfg.top_p, cfg.max_new_tokens, seed=run.seed_for(step, round_))
         with timer("reward"):

@@ -158,8 +158,7 @@ def build_policy(cfg: RunConfig):
         keep_freed_memory()
         if card.cpu_threads:
             torch.set_num_threads(card.cpu_threads)
-    register = cfg.prompt_register or card.prompt_register
-    tasks = {n: make_task(n, register=register, **task_options(cfg, n)) for n in cfg.tasks}
+    tasks = {n: make_task(n, register=cfg.register, **task_options(cfg, n)) for n in cfg.tasks}
     policy, codec = load_model(card, list(tasks.values()), device, getattr(torch, cfg.dtype))
     if cfg.prompt_shots:
         codec = codec.with_shots(demonstrations(cfg, tasks))
@@ -168,14 +167,20 @@ def build_policy(cfg: RunConfig):
     return device, card, tasks, policy, codec
 
 
-def demonstrations(cfg: RunConfig, tasks: dict) -> list[tuple[str, str]]:
-    """cfg.prompt_shots (prompt, solution) pairs of training problems, the run's tasks in turn, at
-    its difficulty: the same shots for every run of a config, whatever its seed."""
-    names = list(tasks)
-    drawn = {n: tasks[n].problems("train", -(-cfg.prompt_shots // len(names)), seed=SHOTS_SEED,
-                                  difficulty=cfg.difficulty) for n in names}
-    return [(p.prompt, p.solution) for p in (drawn[names[i % len(names)]][i // len(names)]
-                                             for i in range(cfg.prompt_shots))]
+def demonstrations(cfg: RunConfig, tasks: dict) -> dict[str, list[tuple[str, str]]]:
+    """Per task (keyed as its problems name it, Problem.task), cfg.prompt_shots (prompt, solution)
+    pairs of its training problems with a solution, at the run's difficulty: the same shots for
+    every run of a config, whatever its seed. ValueError for a task without solutions to show."""
+    out = {}
+    for name, task in tasks.items():
+        drawn = task.problems("train", 8 * cfg.prompt_shots, seed=SHOTS_SEED, difficulty=cfg.difficulty)
+        solved = [p for p in drawn if p.solution.strip()][:cfg.prompt_shots]
+        if len(solved) < cfg.prompt_shots:
+            raise ValueError(f"prompt_shots: task {name} has {len(solved)} training problems with a solution "
+                             f"to show of {len(drawn)} drawn; set prompt_shots: {len(solved)} or give its records "
+                             "their solutions")
+        out[solved[0].task] = [(q.prompt, q.solution) for q in solved]
+    return out
 
 
 def eval_problems(cfg: RunConfig, tasks: dict) -> dict:

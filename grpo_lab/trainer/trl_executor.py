@@ -157,7 +157,7 @@ def train(cfg, out_dir: Path, on_step=None, preempt=None, final_samples: int | N
     books = TRLBooks(cfg, reward, clock, timer, saved)
     log = MetricsLog(folder, keep_below=books.start_step)
     evaluator = Evaluator(cfg, tasks, codec, policy, out_dir, books, log)
-    data = Dataset.from_list([{"prompt": codec.format_prompt(p.prompt), "uid": p.uid} for p in problems])
+    data = Dataset.from_list([{"prompt": codec.format_prompt(p.prompt, p.task), "uid": p.uid} for p in problems])
     monitor = AlarmMonitor(cfg.alarms, out_dir, books.start_step)
     callback = RunFolderCallback(books, timer, log, evaluator, monitor, updates_per_step(keys), on_step, preempt)
     trainer = TimedGRPOTrainer(model=policy, reward_funcs=funcs, args=grpo_args(cfg, keys, out_dir, device),

@@ -60,7 +60,7 @@ def screened_once(matrix: Path, ws: Path, options: ScreenOptions, make_runner: C
     return sweep, session, dropped
 
 
-def check_screened(sweep: reg.Sweep, ws: Path, dropped: frozenset[str]) -> None:
+def check_screened(sweep: reg.Sweep, dropped: frozenset[str]) -> None:
     """The survivor paused at steps 2 and 4 and went on to the end as one run (each step trained
     once, no hour wasted or counted twice); the dropped arm's run stayed paused at its rung."""
     by_trick = {t: [c for c in sweep.cells if c.tricks == t] for t in ("", TRICK)}

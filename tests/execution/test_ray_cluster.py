@@ -105,6 +105,6 @@ def test_a_screened_sweep_pauses_and_resumes_on_the_cluster(cluster, tmp_path, m
     ws = tmp_path / "ws"
     sweep, session, dropped = screened_once(screen_matrix(tmp_path), ws, RUNGS,
                                             lambda: RayRunner(RayOptions(address=nodes.address)))
-    check_screened(sweep, ws, dropped)
+    check_screened(sweep, dropped)
     assert {a.runner for c in sweep.cells for a in c.run.attempts} == {"ray"}
     session.close()

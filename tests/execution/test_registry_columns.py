@@ -1,5 +1,7 @@
 """A registry created before a column existed gets it on open, on SQLite and PostgreSQL alike."""
 
+import json
+
 from sqlalchemy import inspect, text
 
 from grpo_lab.execution import registry as reg
@@ -31,7 +33,7 @@ def test_an_old_sqlite_registry_reads_its_screening_files_into_the_sweeps(tmp_pa
     url = reg.default_url(tmp_path)
     Session = reg.connect(url)
     with Session() as s:
-        s.add_all([reg.Sweep(name="scr", matrix_path="m.yaml"), reg.Sweep(name="plain", matrix_path="m.yaml")])
+        s.add_all([reg.Sweep(name=n, matrix_path="m.yaml") for n in ("scr", "plain", "broken")])
         s.commit()
     engine = Session.kw["bind"]
     with engine.begin() as conn:
@@ -40,8 +42,14 @@ def test_an_old_sqlite_registry_reads_its_screening_files_into_the_sweeps(tmp_pa
     record = {"rule": {"delta": 0.02}, "rungs": [{"rung": 0, "step": 4, "drops": [], "unread": {}}]}
     (tmp_path / "screens").mkdir()
     write_json(tmp_path / "screens" / "scr.json", record)  # where --screen kept its record then
+    (tmp_path / "screens" / "broken.json").write_text('{"rule": {"del')  # a writer killed mid-file
 
     Session = reg.connect(url)
     with Session() as s:
         assert recorded(reg.get_sweep(s, "scr")) == record and recorded(reg.get_sweep(s, "plain")) is None
+        assert recorded(reg.get_sweep(s, "broken")) is None
+        reg.get_sweep(s, "scr").screen_json = json.dumps({**record, "rungs": []})  # the sweep screened anew
+        s.commit()
     Session.kw["bind"].dispose()
+    with reg.connect(url)() as s:  # opened again, the files are not read over the registry's record
+        assert recorded(reg.get_sweep(s, "scr"))["rungs"] == []

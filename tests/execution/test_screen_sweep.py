@@ -27,7 +27,7 @@ def test_a_screened_sweep_pauses_continues_and_drops_without_paying_twice(tmp_pa
     force_drop(monkeypatch)
     matrix, ws = screen_matrix(tmp_path), tmp_path / "ws"
     sweep, session, dropped = screened_once(matrix, ws, RUNGS, local)
-    check_screened(sweep, ws, dropped)
+    check_screened(sweep, dropped)
     attempts = {c.run_id: len(c.run.attempts) for c in sweep.cells}
     session.close()
 

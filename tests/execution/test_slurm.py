@@ -233,7 +233,7 @@ def test_a_screened_sweep_pauses_and_resumes_through_slurm_jobs(slurm, tmp_path,
     ws = tmp_path / "ws"
     sweep, session, dropped = screened_once(screen_matrix(tmp_path), ws, RUNGS,
                                             lambda: SlurmRunner(options(array=True), ws, slots=2))
-    check_screened(sweep, ws, dropped)
+    check_screened(sweep, dropped)
     assert {a.runner for c in sweep.cells for a in c.run.attempts} == {"slurm"}
     assert all(a.job_id for c in sweep.cells for a in c.run.attempts)
     session.close()

@@ -81,13 +81,14 @@ def test_shots_are_chat_turns_before_the_prompt_in_a_copy(smollm2):
     codec = smollm2["codec"]
     demo = ("What is 2 + 9? Give the final answer as a number inside <answer></answer> tags.",
             "2 + 9 = 11\n<answer>11</answer>")
-    shot = codec.with_shots([demo])
-    text = shot.format_prompt(CHAT_PROMPT)
+    shot = codec.with_shots({"math": [demo]})
+    assert shot.format_prompt(CHAT_PROMPT, "logic") == codec.format_prompt(CHAT_PROMPT)  # another task's prompt
+    text = shot.format_prompt(CHAT_PROMPT, "math")
     turns = (f"<|im_start|>user\n{demo[0]}<|im_end|>\n<|im_start|>assistant\n{demo[1]}<|im_end|>\n"
              f"<|im_start|>user\n{CHAT_PROMPT}<|im_end|>\n<|im_start|>assistant\n")
     assert text.startswith("<|im_start|>system\n") and text.endswith(turns)
     assert codec.format_prompt(CHAT_PROMPT) == text.replace(turns[:turns.index("<|im_start|>user", 1)], "")
-    assert codec.shots == ()  # the loaded model's codec, shared in the process, is left alone
+    assert codec.shots == {}  # the loaded model's codec, shared in the process, is left alone
 
 
 def test_shots_refuse_a_tokenizer_without_a_chat_template(tiny_llama):
@@ -95,7 +96,7 @@ def test_shots_refuse_a_tokenizer_without_a_chat_template(tiny_llama):
 
     _, codec = load_hf(str(tiny_llama), torch.float32, chat_template=False)
     with pytest.raises(ValueError, match="no chat template"):
-        codec.with_shots([("q", "a")])
+        codec.with_shots({"math": [("q", "a")]})
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from grpo_lab.execution.report_inputs import _partial, reproduce_commands, scree
 from grpo_lab.report import ReportData, write_report
 from grpo_lab.report.screening import Screening
 
-# execution/screen.py's state file after two decision rungs: lr_high dropped on math at the first
+# execution/screen.py's record after two decision rungs: lr_high dropped on math at the first
 RECORD = {
     "rule": {"rungs": [0.25, 0.5], "delta": 0.02, "alpha": 0.05, "inflate": 1.5, "observed": True},
     "rungs": [

@@ -150,3 +150,5 @@ def test_prompt_shots_keep_old_run_ids_and_need_a_chat_model():
         RunConfig(prompt_shots=1)
     with pytest.raises(ValueError, match="prompt_shots: model smollm2-135m reads compact"):
         RunConfig(model="smollm2-135m", prompt_register="compact", prompt_shots=1)
+    with pytest.raises(ValueError, match="prompt_shots: model tiny reads natural"):  # no chat, whatever its prompts
+        RunConfig(prompt_register="natural", prompt_shots=1)
