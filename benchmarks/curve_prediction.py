@@ -40,18 +40,21 @@ from grpo_lab.rundir import RunDir
 def _runs(sweep: str, workspace: Path, axis: str,
           seeds: list[int] | None = None) -> dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray, float]]]:
     """(task, arm) -> [(C, R, R0)] of the finished runs with a base eval (of `seeds` only, when
-    given); axis "steps" reads the rows without their timings (compute = steps trained)."""
+    given), on `grpo-lab predict`'s compute axis (a CPU run's CPU time); axis "steps" reads the rows
+    without their timings (compute = steps trained)."""
     out: dict[tuple[str, str], list] = {}
     for labels, folder, devices in finished_runs(sweep, workspace, None):
         if seeds is not None and labels["seed"] not in seeds:
             continue
         run = RunDir(folder)
-        base = ((run.summary().base or {}) if run.summary() else {}).get("eval/pass@1")
-        rows = run.metrics()
+        summary, rows = run.summary(), run.metrics()
+        base = (summary.base or {}).get("eval/pass@1") if summary else None
+        if base is None:
+            continue
         if axis == "steps":
-            rows = [{k: v for k, v in r.items() if not k.startswith("timing/")} for r in rows]
-        C, R = curves.series(rows, devices)
-        if base is not None and C.size >= 4:
+            rows = [{k: v for k, v in r.items() if not k.startswith((curves.WALL, curves.CPU))} for r in rows]
+        C, R, _ = curves.run_series(rows, summary, devices)
+        if C.size >= 4:
             out.setdefault((labels["task"], labels["tricks"]), []).append((C, R, float(base)))
     return out
 

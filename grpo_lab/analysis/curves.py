@@ -254,13 +254,13 @@ class ArmFits:
     unit: str  # of C: "device-hours", or "steps" where runs logged no timings
 
 
-def _clock(rows: list[dict], summary, devices: int) -> tuple[str, str]:
-    """(clock, unit) of a run's compute axis: a one-device CPU run's CPU time where it logged it
-    (wall time on a shared box counts its neighbours' load), else wall time times its devices,
-    else steps."""
+def run_series(rows: list[dict], summary, devices: int, metric: str = "eval/pass@1") -> tuple[np.ndarray, np.ndarray, str]:
+    """(C, R, unit of C) of a run: `series` on its compute axis, a one-device CPU run's CPU time
+    where it logged it (wall time on a shared box counts its neighbours' load), else wall time
+    times its devices, else steps."""
     if devices == 1 and str(summary.device or "").startswith("cpu") and is_timed(rows, CPU):
-        return CPU, "core-hours (CPU time)"
-    return (WALL, "device-hours") if is_timed(rows, WALL) else (WALL, "steps")
+        return *series(rows, 1, metric, CPU), "core-hours (CPU time)"
+    return *series(rows, devices, metric, WALL), "device-hours" if is_timed(rows, WALL) else "steps"
 
 
 def from_run_dirs(runs: list[tuple[dict, Path, int]], metric: str = "eval/pass@1",
@@ -284,8 +284,7 @@ def from_run_dirs(runs: list[tuple[dict, Path, int]], metric: str = "eval/pass@1
             try:
                 if base is None:
                     raise ValueError("no base eval in its summary")
-                clock, unit = _clock(rows, summary, devices)
-                C, R = series(rows, devices if clock == WALL else 1, metric, clock)
+                C, R, unit = run_series(rows, summary, devices, metric)
                 fit = fit_run(C, R, base)
                 # one collapse rule: a run the verdict engine counts as collapsed is collapsed here too
                 fits.append(dataclasses.replace(fit, collapsed=True) if collapse.from_summary(summary, metric) else fit)
