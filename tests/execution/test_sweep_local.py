@@ -138,3 +138,24 @@ def test_job_that_finished_after_its_driver_died_is_closed_by_its_result_not_run
     assert again.executed == [] and again.skipped == 1 and again.counts["finished"] == 1
     assert [(a.status, a.job_id) for a in run.attempts] == [("finished", "4242")]
     assert run.attempts[0].gpu_hours > 0  # its hours come from the result it wrote
+
+
+def test_cpu_workers_share_the_cores_as_torch_threads_unless_the_user_set_them(monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    runner = LocalRunner(slots=4, gpus=[])
+    env = runner.worker_env([])
+    assert env["OMP_NUM_THREADS"] == "2" and "CUDA_VISIBLE_DEVICES" not in env
+    # torch in the worker takes it as its thread count (a card's cpu_threads still overrides it)
+    threads = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                             env=env, capture_output=True, text=True, check=True).stdout
+    assert int(threads) == 2
+    assert LocalRunner(slots=16, gpus=[]).worker_env([])["OMP_NUM_THREADS"] == "1"  # never 0
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert runner.worker_env([])["OMP_NUM_THREADS"] == "3"
+    gpu = LocalRunner(slots=2, gpus=[0, 1]).worker_env([1])
+    assert gpu["CUDA_VISIBLE_DEVICES"] == "1" and gpu["OMP_NUM_THREADS"] == "3"
