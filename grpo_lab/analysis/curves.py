@@ -209,7 +209,7 @@ def arm_curve(fits: list[RunFit], level: float = 0.9) -> ArmCurve:
     healthy = tuple(f for f in fits if not f.collapsed)
     shaped = [f for f in healthy if not f.flat]  # a flat run's B and C_mid are placeholders, not estimates
     logc = t_interval([math.log(f.C_mid) for f in shaped], level)
-    return ArmCurve(healthy, len(fits) - len(healthy), t_interval([f.A for f in healthy], level),
+    return ArmCurve(healthy, len(fits) - len(healthy), _hull([t_interval([f.A for f in healthy], level)]),  # A ∈ [0, 1]
                     t_interval([f.B for f in shaped], level),
                     Interval(math.exp(logc.est) if logc.n else math.nan, math.exp(logc.lower), math.exp(logc.upper),
                              logc.n), level)

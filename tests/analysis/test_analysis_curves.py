@@ -166,3 +166,10 @@ def test_the_drift_form_continues_the_fit_beyond_its_points_only():
     assert f.drift_at([5.0, 40.0]) == pytest.approx(f.at([5.0, 40.0]))
     assert float(f.drift_at(160.0)) == pytest.approx(float(f.at(40.0)) + f.slope * math.log(4.0))
     assert float(dataclasses.replace(f, slope=5.0).drift_at(1e6)) == 1.0  # kept a pass rate
+
+
+def test_a_ceiling_near_one_keeps_its_interval_within_a_pass_rate():
+    fits = [cv.fit_run(C, cv.saturating(C, 0.3, a, 1.5, 4.0), 0.3) for a in (0.97, 0.99, 1.0)]
+    arm = cv.arm_curve(fits)
+    assert arm.A.upper == 1.0 and 0.9 < arm.A.lower < arm.A.est < 1.0  # t alone would reach past 1
+    assert cv.t_interval([f.A for f in fits]).upper > 1.0
