@@ -51,8 +51,8 @@ class LocalRunner:
     def worker_env(self, gpus: list[int]) -> dict[str, str]:
         """A worker's environment: its GPUs, or on CPU its share of the cores as torch's thread count
         (OMP_NUM_THREADS, unless the user set it). A model card without cpu_threads leaves threads to
-        torch, whose default is every core: two SmolLM2 runs on two cores then took 144 s a step
-        each, against 23 s for one run alone (docs/results.md)."""
+        torch, whose default is every core: two SmolLM2 training processes on two cores then made
+        0.56x the passes a second they make on a core each (benchmarks/cpu_threads.py)."""
         env = dict(os.environ)
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
