@@ -254,7 +254,8 @@ class ArmFits:
     unit: str  # of C: "device-hours", or "steps" where runs logged no timings
 
 
-def run_series(rows: list[dict], summary, devices: int, metric: str = "eval/pass@1") -> tuple[np.ndarray, np.ndarray, str]:
+def run_series(rows: list[dict], summary, devices: int,
+               metric: str = "eval/pass@1") -> tuple[np.ndarray, np.ndarray, str]:
     """(C, R, unit of C) of a run: `series` on its compute axis, a one-device CPU run's CPU time
     where it logged it (wall time on a shared box counts its neighbours' load), else wall time
     times its devices, else steps."""
