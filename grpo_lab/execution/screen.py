@@ -9,8 +9,9 @@ decision rung the survivors' stop files are removed and they train to the end; t
 cells stay paused (pending in the registry) and are skipped by this sweep.
 
 What each rung decided is kept in the registry, on the sweep's row (committed after the rung,
-beside --decide's waves, so it travels with a shared registry): the rule, and per rung its step, the arms dropped (why, against which arm, the core-h they
-had spent and the estimate of what finishing them would have cost). A restarted sweep reads it,
+beside --decide's waves, so it travels with a shared registry): the rule, and per rung its step,
+the arms dropped (why, against which arm, the core-h they had spent and the estimate of what
+finishing them would have cost). A restarted sweep reads it,
 skips the rungs decided and refuses other screening settings: deciding a rung again after seeing
 its data would void the bound.
 """

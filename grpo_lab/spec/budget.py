@@ -60,7 +60,7 @@ def fmt_hours(hours: float) -> str:
     return f"{hours:.3g}" if hours < 10 else f"{hours:,.0f}"
 
 
-def prompt_length(cfg: RunConfig, card: ModelCard) -> float:
+def prompt_length(cfg: RunConfig) -> float:
     """Prompt tokens of the run's register: the register, not the task, sets the order of magnitude;
     each of prompt_shots adds about one prompt (a solved problem's prompt and its short solution)."""
     if cfg.register == "natural":
@@ -84,7 +84,7 @@ def estimate(cfg: RunConfig, card: ModelCard, hardware: Hardware, prompt_tokens:
                           "if it is the model you mean, give it a card in experiments/models/ with `params:` so "
                           "its runs can be budgeted")
     n, s, e = float(card.params), cfg.sampling, cfg.eval
-    prompt = prompt_tokens if prompt_tokens is not None else prompt_length(cfg, card)
+    prompt = prompt_tokens if prompt_tokens is not None else prompt_length(cfg)
     response = s.max_new_tokens * RESPONSE_FILL
     generated = s.prompts_per_step * s.group_size * response * cfg.steps
     prefilled = s.prompts_per_step * prompt * cfg.steps

@@ -26,8 +26,8 @@ from grpo_lab.util.dicts import flatten
 # Keys the executor honours itself or that do not change what is trained: the model and its data,
 # bookkeeping (checkpoints, evals made by grpo-lab's evaluator), task grading (the executor scores
 # with the task grpo-lab builds from the same config), and the trainer choice itself.
-NEUTRAL = ("model", "task", "prompt_register", "prompt_shots", "difficulty", "levels", "data_path", "data", "device", "sandbox",
-           "checkpoint_every", "tricks", "trainer", "steps", "sampling.prompts_per_step", "eval.",
+NEUTRAL = ("model", "task", "prompt_register", "prompt_shots", "difficulty", "levels", "data_path", "data", "device",
+           "sandbox", "checkpoint_every", "tricks", "trainer", "steps", "sampling.prompts_per_step", "eval.",
            "reward.verifier", "reward.scoring", "optim.micro_batch", "alarms.")  # grpo-lab's alarms watch TRL runs too
 
 FIXED: dict[str, Any] = {
